@@ -1,0 +1,66 @@
+"""EvalConfig: every knob of one evaluation, in one frozen, JSON-friendly object."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+DType = Literal["fp32", "fp16", "bf16"]
+PrecisionPolicy = Literal["strict", "tf32-ok"]
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """How to judge a candidate. Defaults are what a user gets from `kernelwright eval`."""
+
+    dtype: DType = "fp32"
+    # Size constants of the task to override before get_inputs/get_init_inputs run (--shape N=V).
+    shapes: dict[str, int] = field(default_factory=dict)
+    # Correctness trials at the task's own shape, each with fresh seeds and fresh input tensors.
+    trials: int = 3
+    precision: PrecisionPolicy = "strict"
+    # Also check one shape where every size constant differs (catches hard-coded sizes).
+    check_variant: bool = True
+    # Extra calls whose outputs are all checked (stateful drift), on top of the trials.
+    drift_calls: int = 8
+    # Timing (CUDA only): interleaved candidate / eager / torch.compile, median of `reps`.
+    timing: bool = True
+    warmup: int = 5
+    reps: int = 50
+    # Distinct input sets the timed calls rotate through (all outputs are checked afterwards).
+    input_sets: int = 3
+    compile_baseline: bool = True
+    cuda_graphs: bool = False
+    l2_flush: bool = True
+    # Limits of the sandboxed worker.
+    timeout_s: float = 180.0  # wall clock for one candidate, compile included
+    setup_timeout_s: float = 900.0  # reference, baselines and torch.compile of a new task
+    cpu_time_s: float = 600.0  # CPU seconds for one candidate (RLIMIT_CPU)
+    host_memory_gb: float = 16.0  # resident memory of the worker; above it the worker is killed
+    gpu_memory_fraction: float = 0.9  # of the device, per worker (torch caching allocator cap)
+    max_file_mb: int = 512  # RLIMIT_FSIZE: no file the worker writes may be larger
+    # For the evaluator's own tests only: skip the AST checks so that the runtime layers
+    # (audit hook, environment, rlimits) can be shown to hold on their own. Never in a real run.
+    unsafe_skip_static_checks: bool = False
+
+    def replace(self, **changes: Any) -> EvalConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown EvalConfig fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def cache_key(self) -> dict[str, Any]:
+        """The fields that change a verdict (not the limits): part of the result-cache key."""
+        d = self.to_dict()
+        for k in ("timeout_s", "setup_timeout_s", "cpu_time_s", "host_memory_gb", "max_file_mb"):
+            d.pop(k)
+        return d

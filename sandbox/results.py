@@ -1,0 +1,277 @@
+"""EvalResult and friends: the evaluator's verdict on one candidate, frozen and JSON round-trippable."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal[
+    "ok", "rejected", "compile_error", "runtime_error", "incorrect", "timeout", "crashed"
+]
+STATUSES: tuple[str, ...] = typing.get_args(Status)
+
+# The critic reads the message, and it goes into prompts: keep the head (first error lines) and the
+# tail (where Python puts the exception) of anything longer.
+MAX_MESSAGE_CHARS = 4000
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """`text` cut to `limit` characters, keeping its head and tail around a marker."""
+    if len(text) <= limit:
+        return text
+    marker = f"\n[... {len(text) - limit} characters cut ...]\n"
+    keep = limit - len(marker)
+    head = keep * 2 // 3
+    return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Times of one function (candidate, eager or torch.compile) over interleaved calls, in ms."""
+
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    min_ms: float
+    max_ms: float
+    reps: int
+
+    @property
+    def spread(self) -> float:
+        """Inter-quartile range over the median: 0.02 means the middle half lies within 2%."""
+        return (self.p75_ms - self.p25_ms) / self.median_ms if self.median_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Timings:
+    """All times of one evaluation. `meaningful` is False under the Triton interpreter."""
+
+    meaningful: bool
+    note: str = ""
+    candidate: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    compiled_error: str | None = None  # torch.compile failing on the reference is not fatal
+    cuda_graphs: bool = False
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The physical floor for this task on this device (bytes over bandwidth, FLOPs over peak)."""
+
+    bytes: int
+    flops: int
+    bandwidth_gbps: float
+    peak_tflops: float
+    bound_ms: float
+    limiter: Literal["memory", "compute"]
+    fraction: float | None = None  # bound_ms / candidate median; 1.0 is the roofline itself
+    device: str = ""
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """How an output differs from the reference, written for the critic."""
+
+    output: str  # "out", "out[1]", ...
+    count: int
+    total: int
+    max_abs_err: float
+    max_rel_err: float
+    first_bad: tuple[tuple[tuple[int, ...], float, float], ...] = ()  # (index, got, expected)
+
+
+@dataclass(frozen=True)
+class Correctness:
+    """What was checked and how close the candidate came."""
+
+    trials: int = 0
+    seeds: tuple[int, ...] = ()
+    shapes: tuple[dict[str, int], ...] = ()  # size constants of each shape checked
+    variant_checked: bool = False
+    variant_note: str = ""
+    atol: float = 0.0
+    rtol: float = 0.0
+    precision_policy: str = "strict"
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    err_vs_fp64: float | None = None  # ||cand - ref64|| / ||ref64||, worst over outputs/trials
+    eager_err_vs_fp64: float | None = None  # the same for PyTorch eager: the yardstick
+    precision_limit: float | None = None  # what err_vs_fp64 was allowed to reach
+    deterministic: bool | None = None  # two calls on the same inputs were bitwise equal
+    degenerate_task: bool = False  # the reference output does not depend on its inputs
+    mismatch: Mismatch | None = None
+
+
+@dataclass(frozen=True)
+class KernelStats:
+    """Compile statistics of one Triton kernel the candidate launched."""
+
+    name: str
+    num_warps: int | None = None
+    num_stages: int | None = None
+    registers: int | None = None
+    spills: int | None = None
+    shared_bytes: int | None = None
+    launches: int = 0
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where the result was produced; results from different environments are not comparable."""
+
+    device: str = "cpu"
+    gpu: str = ""
+    driver: str = ""
+    cuda: str = ""
+    torch: str = ""
+    triton: str = ""
+    python: str = ""
+    interpreter: bool = False
+    isolation: tuple[str, ...] = ()  # which sandbox layers were active ("audit-hook", "netns", ...)
+
+    @property
+    def key(self) -> str:
+        """Identity for comparisons and caches: GPU (or cpu) and software versions."""
+        return f"{self.gpu or self.device}|torch {self.torch}|triton {self.triton}"
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """The evaluator's verdict on one candidate. One per candidate, whatever the candidate did."""
+
+    status: Status
+    message: str = ""
+    rule: str | None = None  # the rule that fired, for rejected/incorrect ("import", "precision")
+    task: str = ""
+    task_hash: str = ""
+    source_hash: str = ""
+    dtype: str = "fp32"
+    shape_overrides: dict[str, int] = field(default_factory=dict)
+    correctness: Correctness | None = None
+    timings: Timings | None = None
+    speedup_eager: float | None = None
+    speedup_compiled: float | None = None
+    roofline: Roofline | None = None
+    kernels: tuple[KernelStats, ...] = ()
+    environment: Environment = field(default_factory=Environment)
+    wall_s: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}; expected one of {STATUSES}")
+        object.__setattr__(self, "message", bounded(self.message))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_jsonable(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        return _from_jsonable(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> EvalResult:
+        return cls.from_dict(json.loads(text))
+
+    def summary(self) -> str:
+        """One line: status, rule or speedup. For logs and tables."""
+        if self.status != "ok":
+            why = f" [{self.rule}]" if self.rule else ""
+            first = self.message.strip().splitlines()[0] if self.message.strip() else ""
+            return f"{self.status}{why}: {first}"[:200]
+        parts = ["ok"]
+        if self.speedup_eager is not None:
+            parts.append(f"{self.speedup_eager:.2f}x vs eager")
+        if self.speedup_compiled is not None:
+            parts.append(f"{self.speedup_compiled:.2f}x vs torch.compile")
+        if self.roofline is not None and self.roofline.fraction is not None:
+            parts.append(f"{self.roofline.fraction:.0%} of roofline")
+        if self.timings is not None and not self.timings.meaningful:
+            parts.append("(correctness only: no meaningful timing here)")
+        return ", ".join(parts)
+
+
+def _to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): _to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_to_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:  # NaN is not JSON
+        return "nan"
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+_FLOAT_WORDS = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+
+
+def _from_jsonable(tp: Any, data: Any) -> Any:
+    """Rebuild `tp` from JSON data, following the dataclass annotations."""
+    if isinstance(tp, str):
+        tp = eval(tp, vars(typing) | globals())  # annotations are strings under `from __future__`
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        if data is None:
+            return None
+        options = [a for a in typing.get_args(tp) if a is not type(None)]
+        for option in options:
+            try:
+                return _from_jsonable(option, data)
+            except (TypeError, ValueError, KeyError):
+                continue
+        raise ValueError(f"{data!r} matches none of {options}")
+    if origin is Literal:
+        if data not in typing.get_args(tp):
+            raise ValueError(f"{data!r} not in {typing.get_args(tp)}")
+        return data
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_from_jsonable(args[0], v) for v in data)
+        return tuple(_from_jsonable(a, v) for a, v in zip(args, data))
+    if origin is dict:
+        _, vt = typing.get_args(tp)
+        return {k: _from_jsonable(vt, v) for k, v in data.items()}
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
+        hints = typing.get_type_hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        kwargs = {k: _from_jsonable(hints[k], v) for k, v in data.items() if k in known}
+        return tp(**kwargs)
+    if tp is float:
+        if isinstance(data, str) and data in _FLOAT_WORDS:
+            return _FLOAT_WORDS[data]
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise TypeError(f"expected a number, got {data!r}")
+        return float(data)
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise TypeError(f"expected an integer, got {data!r}")
+        return data
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise TypeError(f"expected a boolean, got {data!r}")
+        return data
+    if tp is str:
+        if not isinstance(data, str):
+            raise TypeError(f"expected a string, got {data!r}")
+        return data
+    if tp is Any:
+        return data
+    raise TypeError(f"cannot rebuild {tp!r}")
