@@ -1,4 +1,4 @@
-"""EvalResult and friends: the evaluator's verdict on one candidate, frozen and JSON round-trippable."""
+"""EvalResult and friends: the evaluator's verdict on a candidate, frozen, JSON round-trippable."""
 
 from __future__ import annotations
 
@@ -275,3 +275,33 @@ def _from_jsonable(tp: Any, data: Any) -> Any:
     if tp is Any:
         return data
     raise TypeError(f"cannot rebuild {tp!r}")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Times of a task's reference: PyTorch eager, torch.compile, and its roofline."""
+
+    status: Literal["ok", "error", "timeout", "crashed"]
+    message: str = ""
+    task: str = ""
+    task_hash: str = ""
+    dtype: str = "fp32"
+    shape_overrides: dict[str, int] = field(default_factory=dict)
+    timings: Timings | None = None
+    roofline: Roofline | None = None
+    environment: Environment = field(default_factory=Environment)
+    wall_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", bounded(self.message))
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_jsonable(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Baseline:
+        return _from_jsonable(cls, data)

@@ -16,6 +16,9 @@ if not _HAS_CUDA:
 
 import pytest  # noqa: E402
 
+# The scripted OpenAI-compatible server every agent test talks to (tests/fake_openai.py).
+pytest_plugins = ["fake_openai"]
+
 
 def pytest_collection_modifyitems(config, items):
     if _HAS_CUDA:

@@ -1,0 +1,141 @@
+"""Process-level isolation of a worker: allowlisted environment, rlimits, network namespace."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+from pathlib import Path
+
+# Variables a worker may inherit. Everything else (API keys, tokens, proxies, cloud credentials)
+# never reaches candidate code. Prefixes cover the CUDA/Triton/torch knobs a user may rely on.
+ENV_ALLOW = frozenset(
+    {
+        "PATH",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TERM",
+        "TZ",
+        "PYTHONPATH",
+        "LD_LIBRARY_PATH",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        # The device tool sets these on multi-GPU hosts; they must survive into children.
+        "NCCL_NVLS_ENABLE",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "NVSHMEM_DISABLE_NVLS",
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+        "KERNELWRIGHT_CACHE",
+    }
+)
+ENV_ALLOW_PREFIXES = ("TRITON_", "TORCHINDUCTOR_", "CUBLAS_", "CUDNN_")
+# Never passed even if they match a prefix above.
+ENV_DENY_SUBSTRINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def worker_env(parent: dict[str, str], *, home: Path, device: str) -> dict[str, str]:
+    """The environment a worker starts with: allowlisted names only, HOME and TMPDIR sandboxed."""
+    env = {}
+    for name, value in parent.items():
+        allowed = name in ENV_ALLOW or name.startswith(ENV_ALLOW_PREFIXES)
+        if allowed and not any(s in name.upper() for s in ENV_DENY_SUBSTRINGS):
+            env[name] = value
+    env.update(
+        HOME=str(home),
+        TMPDIR=str(home),
+        TRITON_CACHE_DIR=str(home / "triton"),
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        # torch.compile's own caches stay per worker: nothing a candidate wrote can be reused.
+        TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"),
+    )
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+        # One worker per core: more threads per worker only fight over the same cores.
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+        index = device.partition(":")[2] or "0"
+        visible = parent.get("CUDA_VISIBLE_DEVICES", "")
+        ids = [v for v in visible.split(",") if v.strip()] if visible else []
+        env["CUDA_VISIBLE_DEVICES"] = ids[int(index)] if ids else index
+    return env
+
+
+def set_limits(*, max_file_mb: int) -> list[str]:
+    """Resource limits every worker gets before it loads anything. Returns the layers applied."""
+    applied = []
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash must not write GBs of core
+    size = max_file_mb * 2**20
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if hard == resource.RLIM_INFINITY or hard > size:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        applied.append(f"rlimit-fsize={max_file_mb}MB")
+    if os.getuid() != 0:
+        # RLIMIT_NPROC counts every process of the user and root ignores it; the audit hook is
+        # the fork-bomb barrier that always holds, this one only adds to it.
+        _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        cap = 4096
+        if hard == resource.RLIM_INFINITY or hard > cap:
+            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+            applied.append("rlimit-nproc")
+    return applied
+
+
+def limit_cpu_seconds(budget_s: float) -> None:
+    """Let this process use `budget_s` more CPU seconds; past that the kernel sends SIGXCPU."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    spent = used.ru_utime + used.ru_stime
+    soft = int(spent + budget_s) + 1
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY and soft > hard:
+        soft = hard
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def lift_cpu_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+
+
+CLONE_NEWNET = 0x40000000
+
+
+def isolate_network() -> bool:
+    """Move this process into a fresh network namespace (only loopback, down). True if it worked.
+
+    Needs CAP_SYS_ADMIN (root in most containers); elsewhere it fails and the audit hook's
+    socket rules are the barrier. Called before any thread starts (unshare needs a single thread).
+    """
+    unshare = getattr(os, "unshare", None)  # Python >= 3.12
+    if unshare is not None:
+        try:
+            unshare(CLONE_NEWNET)
+            return True
+        except OSError:
+            return False
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    libc = ctypes.CDLL(name, use_errno=True)
+    return libc.unshare(CLONE_NEWNET) == 0
+
+
+def rss_bytes(pid: int) -> int | None:
+    """Resident memory of a process (VmRSS), or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None

@@ -1,0 +1,118 @@
+"""Counting the Triton kernels a candidate launches, and reading their compile statistics.
+
+Triton's launch hook is not called by the interpreter and is bypassed by torch.compile's own
+launches, so the worker wraps the `run` methods of JITFunction and InterpretedFunction instead:
+every `kernel[grid](...)` goes through one of them (autotuners and heuristics included).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from typing import Any
+
+from .results import KernelStats
+
+_counts: collections.Counter = collections.Counter()
+_kernels: dict[int, Any] = {}
+_installed = False
+
+
+def install() -> None:
+    """Wrap the launch entry points once per process (before the integrity snapshot is taken)."""
+    global _installed
+    if _installed:
+        return
+    from triton.runtime import jit
+
+    classes = [jit.JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover - every supported Triton has it
+        pass
+    for cls in classes:
+        _wrap(cls)
+    _installed = True
+
+
+def _wrap(cls: type) -> None:
+    original = cls.run
+
+    def run(self, *args, **kwargs):
+        if not kwargs.get("warmup", False):
+            _counts[id(self)] += 1
+            _kernels[id(self)] = self
+        return original(self, *args, **kwargs)
+
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    run.__name__ = "run"
+    cls.run = run
+
+
+def reset() -> None:
+    _counts.clear()
+    _kernels.clear()
+
+
+def launches(module_name: str) -> dict[str, int]:
+    """Launches since the last reset of kernels defined in `module_name`, by kernel name."""
+    out: dict[str, int] = {}
+    for key, n in _counts.items():
+        fn = getattr(_kernels[key], "fn", None)
+        if fn is not None and getattr(fn, "__module__", None) == module_name:
+            out[fn.__name__] = out.get(fn.__name__, 0) + n
+    return out
+
+
+def kernel_stats(module_name: str) -> tuple[KernelStats, ...]:
+    """Registers, spills, shared memory, warps and stages of each compiled kernel of the module."""
+    stats = []
+    for key, n in _counts.items():
+        kernel = _kernels[key]
+        fn = getattr(kernel, "fn", None)
+        if fn is None or getattr(fn, "__module__", None) != module_name:
+            continue
+        compiled = _compiled_variants(kernel)
+        if not compiled:  # interpreter: nothing was compiled
+            stats.append(KernelStats(name=fn.__name__, launches=n))
+            continue
+        for ck in compiled:
+            md = getattr(ck, "metadata", None)
+            stats.append(
+                KernelStats(
+                    name=fn.__name__,
+                    num_warps=_int(getattr(md, "num_warps", None)),
+                    num_stages=_int(getattr(md, "num_stages", None)),
+                    registers=_int(getattr(ck, "n_regs", None)),
+                    spills=_int(getattr(ck, "n_spills", None)),
+                    shared_bytes=_int(getattr(md, "shared", None)),
+                    launches=n,
+                )
+            )
+    return tuple(stats)
+
+
+def _compiled_variants(kernel: Any) -> list[Any]:
+    """CompiledKernel objects in a JITFunction's per-device caches (layout differs by version)."""
+    found = []
+    caches = getattr(kernel, "device_caches", None) or {}
+    for entry in caches.values():
+        cache = entry[0] if isinstance(entry, tuple) else entry
+        if isinstance(cache, dict):
+            found.extend(cache.values())
+    for ck in found:
+        init = getattr(ck, "_init_handles", None)
+        if callable(init) and getattr(ck, "n_regs", None) is None:
+            # Handles (and n_regs/n_spills) load lazily; stats are best-effort, never a verdict.
+            with contextlib.suppress(Exception):
+                init()
+    return found
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,495 @@
+"""EvalPool: warm sandboxed workers per GPU (or per core), timeouts, crash recovery and limits.
+
+Every submitted candidate gets exactly one EvalResult, whatever it does to its worker: a hang is
+killed with its whole process group and reported as `timeout`, a segfault or `os._exit` as
+`crashed`, a runaway allocation as `crashed` (memory); the worker is replaced and the pool goes on.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import json
+import os
+import queue
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .checks import format_violations, static_check
+from .config import EvalConfig
+from .isolation import rss_bytes, worker_env
+from .results import Baseline, Environment, EvalResult
+
+# How long a new worker may take to import torch and Triton and warm up (cold disk: ~30 s).
+_START_TIMEOUT_S = 300.0
+_POLL_S = 0.2
+_LOG_TAIL_LINES = 25
+
+
+def default_devices() -> list[str]:
+    """One slot per CUDA device; without CUDA, one interpreter worker per core (at most 8)."""
+    try:
+        import torch
+
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:  # pragma: no cover - torch is a dependency
+        n = 0
+    if n:
+        return [f"cuda:{i}" for i in range(n)]
+    return ["cpu"] * max(1, min(os.cpu_count() or 1, 8))
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+@dataclass
+class _Job:
+    kind: str  # "evaluate" | "baseline"
+    task: Any
+    source: str
+    config: EvalConfig
+    future: concurrent.futures.Future
+
+
+class _WorkerProcess:
+    """One running worker: its process, its private home, and the result pipe."""
+
+    def __init__(self, device: str, root: Path, config: EvalConfig):
+        self.device = device
+        self.gpu_fraction = config.gpu_memory_fraction
+        self.max_file_mb = config.max_file_mb
+        self.home = Path(tempfile.mkdtemp(prefix="worker-", dir=root))
+        self.log_path = self.home / "worker.log"
+        read_fd, write_fd = os.pipe()
+        env = worker_env(dict(os.environ), home=self.home, device=device)
+        # The child must import this package the way the parent does, whatever HOME says.
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        command = [
+            sys.executable,
+            "-m",
+            "kernelwright.sandbox.worker",
+            "--result-fd",
+            str(write_fd),
+            "--device",
+            device,
+            "--home",
+            str(self.home),
+            "--gpu-memory-fraction",
+            str(config.gpu_memory_fraction),
+            "--max-file-mb",
+            str(config.max_file_mb),
+        ]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                cwd=self.home,
+                env=env,
+                start_new_session=True,  # its own process group: killed as a whole
+            )
+        os.close(write_fd)
+        self.fd = read_fd
+        self.buffer = b""
+        self.environment: Environment | None = None
+        self.killed_for: str | None = None
+
+    def read(self, timeout: float) -> dict[str, Any] | None:
+        """The next message, or None if none arrived within `timeout` seconds."""
+        while b"\n" not in self.buffer:
+            ready, _, _ = select.select([self.fd], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(self.fd, 1 << 20)
+            if not chunk:  # the worker closed the pipe: it is gone
+                return None
+            self.buffer += chunk
+            timeout = 0.05
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return {"type": "garbage", "text": line[:200].decode(errors="replace")}
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self, reason: str) -> None:
+        self.killed_for = self.killed_for or reason
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+            pass
+
+    def stop(self) -> None:
+        """Ask politely (EOF on stdin), then kill the group; remove the home directory."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill("stopped")
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def log_tail(self) -> str:
+        try:
+            text = self.log_path.read_bytes()[-16384:].decode(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-_LOG_TAIL_LINES:])
+
+
+class EvalPool:
+    """Warm sandboxed workers that evaluate candidates concurrently, one result per submission.
+
+    One worker per CUDA device by default (two workers timing on one GPU disturb each other's
+    numbers); on a machine without CUDA, one interpreter worker per core.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        devices: list[str] | None = None,
+        root: str | Path | None = None,
+    ):
+        slots = list(devices) if devices else default_devices()
+        if workers is not None:
+            if workers < 1:
+                raise ValueError("an EvalPool needs at least one worker")
+            slots = [slots[i % len(slots)] for i in range(workers)]
+        self._own_root = root is None
+        self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="kernelwright-pool-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self.environment: Environment | None = None
+        self.stats = {"started": 0, "replaced": 0, "evaluated": 0}
+        self._threads = [
+            threading.Thread(target=self._serve, args=(device,), daemon=True, name=f"eval-{i}")
+            for i, device in enumerate(slots)
+        ]
+        for t in self._threads:
+            t.start()
+
+    # -- public --------------------------------------------------------------------------------
+
+    def submit(self, task, source: str, config: EvalConfig | None = None):
+        """Queue one candidate; the Future's result is its EvalResult (never an exception)."""
+        return self._submit("evaluate", task, source, config or EvalConfig())
+
+    def submit_baseline(self, task, config: EvalConfig | None = None):
+        """Queue a baseline measurement; the Future's result is a Baseline."""
+        return self._submit("baseline", task, "", config or EvalConfig())
+
+    def map(self, task, sources: list[str], config: EvalConfig | None = None) -> list[EvalResult]:
+        futures = [self.submit(task, s, config) for s in sources]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        """Finish what was submitted, then stop every worker."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for _ in self._threads:
+            self._jobs.put(None)
+        for t in self._threads:
+            t.join()
+        if self._own_root:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> EvalPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _submit(self, kind: str, task, source: str, config: EvalConfig):
+        from .task import Task, load_task
+
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this EvalPool is closed")
+        if not isinstance(task, Task):
+            task = load_task(task, config.shapes)
+        self._jobs.put(_Job(kind, task, source, config, future))
+        return future
+
+    def _serve(self, device: str) -> None:
+        worker: _WorkerProcess | None = None
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                break
+            try:
+                result, worker = self._run(job, device, worker)
+            except BaseException as e:  # the pool never loses a result, even to its own bugs
+                if worker is not None:
+                    worker.kill("pool error")
+                    worker.stop()
+                    worker = None
+                result = self._failure(
+                    job, "crashed", "evaluator", f"internal pool error (a kernelwright bug): {e!r}"
+                )
+            self.stats["evaluated"] += 1
+            job.future.set_result(result)
+        if worker is not None:
+            worker.stop()
+
+    def _run(self, job: _Job, device: str, worker: _WorkerProcess | None):
+        config = job.config
+        if job.kind == "evaluate":
+            rejected = self._static_verdict(job)
+            if rejected is not None:
+                return rejected, worker
+        if worker is not None and (
+            not worker.alive()
+            or worker.gpu_fraction != config.gpu_memory_fraction
+            or worker.max_file_mb != config.max_file_mb
+        ):
+            worker.stop()
+            worker = None
+        if worker is None:
+            worker, failure = self._start(device, job)
+            if failure is not None:
+                return failure, None
+        request = self._request(job)
+        worker.send(request)
+        result, keep = self._await(worker, job, request)
+        if not keep:
+            worker.stop()
+            worker = None
+            self.stats["replaced"] += 1
+        return result, worker
+
+    def _static_verdict(self, job: _Job) -> EvalResult | None:
+        if job.config.unsafe_skip_static_checks:
+            return None
+        violations = static_check(job.source)
+        if not violations:
+            return None
+        status = "compile_error" if violations[0].rule == "syntax" else "rejected"
+        return EvalResult(
+            status=status,
+            rule=violations[0].rule,
+            message=format_violations(violations),
+            **self._identity(job),
+            environment=self.environment or Environment(),
+        )
+
+    def _start(self, device: str, job: _Job):
+        worker = _WorkerProcess(device, self.root, job.config)
+        self.stats["started"] += 1
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            message = worker.read(_POLL_S)
+            if message is not None and message.get("type") == "ready":
+                worker.environment = _environment(message.get("environment", {}))
+                self.environment = self.environment or worker.environment
+                return worker, None
+            if message is None and not worker.alive():
+                break
+        tail = worker.log_tail()
+        worker.kill("start failed")
+        worker.stop()
+        why = "did not start in time" if time.monotonic() >= deadline else "died while starting"
+        return None, self._failure(
+            job, "crashed", "worker-start", f"the evaluator's worker process {why}:\n{tail}"
+        )
+
+    def _request(self, job: _Job) -> dict[str, Any]:
+        t = job.task
+        return {
+            "id": secrets.token_hex(8),
+            "nonce": secrets.token_hex(16),  # replies must echo it: candidate output is not a reply
+            "kind": job.kind,
+            "task": {
+                "path": t.path,
+                "name": t.name,
+                "source": t.source,
+                "constants": t.constants,
+                "overrides": t.overrides,
+            },
+            "task_hash": self._identity(job)["task_hash"],
+            "source_hash": source_hash(job.source),
+            "source": job.source,
+            "config": job.config.to_dict(),
+        }
+
+    def _await(self, worker: _WorkerProcess, job: _Job, request: dict[str, Any]):
+        """Wait for the reply, enforcing wall time per phase and the host-memory limit."""
+        config = job.config
+        phase = "candidate"
+        limits = {
+            "setup": config.setup_timeout_s,
+            "candidate": config.timeout_s,
+            "timing": config.timeout_s,
+        }
+        deadline = time.monotonic() + config.timeout_s
+        memory_cap = config.host_memory_gb * 2**30
+        while True:
+            message = worker.read(_POLL_S)
+            if message is None:
+                rss = rss_bytes(worker.proc.pid)
+                if rss is not None and rss > memory_cap:
+                    worker.kill("memory")
+                    return self._failure(
+                        job,
+                        "crashed",
+                        "memory",
+                        f"the worker used {rss / 2**30:.1f} GB of host memory during {phase} "
+                        f"(limit {config.host_memory_gb:g} GB) and was killed",
+                    ), False
+                if not worker.alive():
+                    return self._death(worker, job, phase), False
+                if time.monotonic() > deadline:
+                    worker.kill("timeout")
+                    return self._timeout(worker, job, phase, limits[phase]), False
+                continue
+            if message.get("nonce") != request["nonce"] or message.get("id") != request["id"]:
+                worker.kill("protocol")
+                return self._failure(
+                    job,
+                    "crashed",
+                    "protocol",
+                    "the worker's reply did not carry this request's nonce: "
+                    "something other than the evaluator wrote to its result "
+                    "channel",
+                ), False
+            if message["type"] == "phase":
+                phase = message["phase"]
+                deadline = time.monotonic() + limits.get(phase, config.timeout_s)
+                continue
+            if message["type"] == "result":
+                return self._parse_result(job, message), not message.get("recycle", False)
+
+    def _parse_result(self, job: _Job, message: dict[str, Any]):
+        if job.kind == "baseline":
+            if "baseline" in message:
+                return Baseline.from_dict(message["baseline"])
+            inner = EvalResult.from_dict(message["result"])
+            return self._failure(job, "crashed", inner.rule, inner.message)
+        return EvalResult.from_dict(message["result"])
+
+    def _death(self, worker: _WorkerProcess, job: _Job, phase: str):
+        code = worker.proc.wait()
+        tail = worker.log_tail()
+        during = _phase_text(phase)
+        if code < 0:
+            sig = signal.Signals(-code)
+            if sig == signal.SIGXCPU:
+                return self._failure(
+                    job,
+                    "timeout",
+                    "cpu-time",
+                    f"CPU time limit ({job.config.cpu_time_s:g} s) exceeded {during}\n{tail}",
+                )
+            return self._failure(
+                job,
+                "crashed",
+                "signal",
+                f"the worker died of {sig.name} {during} (a segfault or abort in "
+                f"native code); the evaluation goes on in a fresh worker.\n{tail}",
+            )
+        return self._failure(
+            job,
+            "crashed",
+            "exit",
+            f"the worker process exited with code {code} {during} without a "
+            "result (exit()/os._exit in candidate code?); exiting proves "
+            f"nothing, results come from the evaluator.\n{tail}",
+        )
+
+    def _timeout(self, worker: _WorkerProcess, job: _Job, phase: str, limit: float):
+        rule = "setup" if phase == "setup" else "wall-time"
+        what = (
+            "the task's setup (reference, variant shapes, torch.compile)"
+            if phase == "setup"
+            else "the candidate"
+        )
+        return self._failure(
+            job,
+            "timeout",
+            rule,
+            f"{what} ran past the {limit:g} s wall-clock limit {_phase_text(phase)}"
+            f"; its process group was killed.\n{worker.log_tail()}",
+        )
+
+    def _identity(self, job: _Job) -> dict[str, Any]:
+        t = job.task
+        effective = dataclasses.replace(t, overrides={**t.overrides, **job.config.shapes})
+        return {
+            "task": t.name,
+            "task_hash": effective.hash,
+            "dtype": job.config.dtype,
+            "shape_overrides": dict(effective.overrides),
+        }
+
+    def _failure(self, job: _Job, status: str, rule: str | None, message: str):
+        identity = self._identity(job)
+        env = self.environment or Environment()
+        if job.kind == "baseline":
+            identity.pop("shape_overrides")
+            return Baseline(
+                status=status if status in ("timeout", "crashed") else "error",
+                message=message,
+                environment=env,
+                task=identity["task"],
+                task_hash=identity["task_hash"],
+                dtype=identity["dtype"],
+            )
+        return EvalResult(
+            status=status,
+            rule=rule,
+            message=message,
+            source_hash=source_hash(job.source),
+            environment=env,
+            **identity,
+        )
+
+
+def _phase_text(phase: str) -> str:
+    return {
+        "setup": "while setting up the task",
+        "candidate": "while running the candidate",
+        "timing": "while timing the candidate",
+    }.get(phase, f"during {phase}")
+
+
+def _environment(data: dict[str, Any]) -> Environment:
+    known = {f.name for f in dataclasses.fields(Environment)}
+    data = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
+    return Environment(**data)
