@@ -211,6 +211,15 @@ class EvalPool:
         """Queue a baseline measurement; the Future's result is a Baseline."""
         return self._submit("baseline", task, "", config or EvalConfig())
 
+    def describe(self) -> Environment:
+        """The environment results of this pool will carry (GPU, versions); starts a worker if
+        none has started, so result caches can be looked up before anything is evaluated."""
+        if self.environment is not None:
+            return self.environment
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        self._jobs.put(_Job("ping", None, "", EvalConfig(), future))
+        return future.result()
+
     def map(self, task, sources: list[str], config: EvalConfig | None = None) -> list[EvalResult]:
         futures = [self.submit(task, s, config) for s in sources]
         return [f.result() for f in futures]
@@ -271,6 +280,10 @@ class EvalPool:
 
     def _run(self, job: _Job, device: str, worker: _WorkerProcess | None):
         config = job.config
+        if job.kind == "ping":
+            if worker is None or not worker.alive():
+                worker, _ = self._start(device, job)
+            return (worker.environment if worker else None) or Environment(), worker
         if job.kind == "evaluate":
             rejected = self._static_verdict(job)
             if rejected is not None:
@@ -450,6 +463,8 @@ class EvalPool:
 
     def _identity(self, job: _Job) -> dict[str, Any]:
         t = job.task
+        if t is None:  # a ping: no task
+            return {"task": "", "task_hash": "", "dtype": job.config.dtype, "shape_overrides": {}}
         effective = dataclasses.replace(t, overrides={**t.overrides, **job.config.shapes})
         return {
             "task": t.name,

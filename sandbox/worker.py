@@ -150,6 +150,7 @@ class Worker:
     def handle(self, request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         self.evaluations += 1
         config = EvalConfig.from_dict(request["config"])
+        self.set_precision(config.precision)
         try:
             if request["kind"] == "baseline":
                 return {"baseline": self.baseline(request, config).to_dict()}, False
@@ -172,6 +173,16 @@ class Worker:
         recycle = recycle or self.evaluations >= _MAX_EVALUATIONS_PER_WORKER
         return {"result": result.to_dict()}, recycle
 
+    def set_precision(self, policy: str) -> None:
+        """TF32 off under "strict" (PyTorch leaves cudnn.allow_tf32 on by default, so eager
+        "fp32" convs would run on TF32 and make both the baseline and the float64 yardstick
+        unfair); on under "tf32-ok", where the candidate may use it too."""
+        torch = self.torch
+        tf32 = policy == "tf32-ok"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
     def phase(self, request: dict[str, Any], name: str) -> None:
         self.send({"type": "phase", "id": request["id"], "nonce": request["nonce"], "phase": name})
 
@@ -187,6 +198,7 @@ class Worker:
             tuple(sorted(overrides.items())),
             config.dtype,
             config.check_variant,
+            config.precision,
             config.compile_baseline and self.cuda and config.timing,
         )
         if key in self.contexts:
@@ -1161,7 +1173,9 @@ def _environment(torch, cuda: bool, layers: tuple[str, ...]) -> Environment:
     if cuda:
         gpu = torch.cuda.get_device_name(0)
         cuda_version = torch.version.cuda or ""
-        driver = _driver_version()
+        from .roofline import driver_version
+
+        driver = driver_version()
     return Environment(
         device="cuda" if cuda else "cpu",
         gpu=gpu,
@@ -1173,16 +1187,6 @@ def _environment(torch, cuda: bool, layers: tuple[str, ...]) -> Environment:
         interpreter=not cuda,
         isolation=layers,
     )
-
-
-def _driver_version() -> str:
-    try:
-        with open("/proc/driver/nvidia/version") as f:
-            first = f.readline()
-        parts = first.split("Kernel Module")
-        return parts[1].split()[0] if len(parts) > 1 else first.strip()[:60]
-    except OSError:
-        return ""
 
 
 def _asdict(env: Environment) -> dict[str, Any]:

@@ -1,0 +1,266 @@
+"""sandbox/compare.py: structure before values, NaN rules, first bad indices, precision policy."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kernelwright.sandbox import compare as cmp
+from kernelwright.sandbox.compare import (
+    TOLERANCES,
+    check_structure,
+    compare,
+    flatten_outputs,
+    mismatch_rule,
+    precision_limit,
+    rel_error,
+    same_bits,
+    storages_overlap,
+)
+
+
+class LazyTensor(torch.Tensor):
+    pass
+
+
+# -- structure -------------------------------------------------------------------------------------
+
+
+def test_flatten_outputs_names_every_leaf():
+    a, b, c = torch.zeros(1), torch.ones(2), torch.ones(3)
+    assert [name for name, _ in flatten_outputs(a)] == ["out"]
+    leaves = flatten_outputs((a, [b, (c, 2.5)]))
+    assert [name for name, _ in leaves] == ["out[0]", "out[1][0]", "out[1][1][0]", "out[1][1][1]"]
+    assert leaves[2][1] is c and leaves[3][1] == 2.5
+
+
+@pytest.mark.parametrize(
+    ("out", "rule", "text"),
+    [
+        (torch.zeros(4, 3).as_subclass(LazyTensor), "output-type", "subclass"),
+        (torch.nn.Parameter(torch.zeros(4, 3)), "output-type", "Parameter"),
+        (torch.zeros(4, 3).to_sparse(), "output-type", "layout"),
+        (torch.zeros(4, 3).numpy(), "output-type", "ndarray"),
+        ((torch.zeros(4, 3),), "output-type", "tuple"),
+        (torch.zeros(1, 3), "shape", "(1, 3)"),  # broadcastable: allclose would accept it
+        (torch.zeros(3, 4), "shape", "(3, 4)"),
+        (torch.zeros(4, 3, dtype=torch.float64), "dtype", "float64"),
+        (torch.zeros(4, 3, device="meta"), "device", "meta"),
+    ],
+)
+def test_check_structure_rules(out, rule, text):
+    problem = check_structure(out, torch.zeros(4, 3))
+    assert problem is not None and problem[0] == rule and text in problem[1], problem
+
+
+def test_check_structure_nested():
+    ref = (torch.zeros(2), [torch.zeros(3), 1.5])
+    assert check_structure((torch.ones(2), [torch.ones(3), 2.0]), ref) is None
+    assert check_structure([torch.ones(2), (torch.ones(3), 2)], ref) is None  # list ~ tuple
+    rule, message = check_structure((torch.ones(2), [torch.ones(3)]), ref)
+    assert rule == "shape" and "out[1] has 1 outputs, expected 2" in message
+    rule, message = check_structure((torch.ones(2), [torch.ones(4), 2.0]), ref)
+    assert rule == "shape" and message.startswith("out[1][0]")
+    rule, _ = check_structure((torch.ones(2), [torch.ones(3), torch.tensor(2.0)]), ref)
+    assert rule == "output-type"
+
+
+# -- values ----------------------------------------------------------------------------------------
+
+
+def test_equal_and_within_tolerance_pass():
+    ref = torch.randn(64, 32)
+    assert compare(ref.clone(), ref, torch.float32) is None
+    assert compare(ref + 5e-5, ref, "fp32") is None
+    assert compare(ref + 2e-3, ref, "fp32") is not None
+
+
+def test_mismatch_counts_and_first_bad_indices():
+    ref = torch.zeros(4, 5)
+    out = ref.clone()
+    bad = [(0, 3), (1, 0), (2, 2), (2, 4), (3, 1), (3, 4)]
+    for i, j in bad:
+        out[i, j] = 1.0 + i
+    m = compare(out, ref, torch.float32)
+    assert (m.output, m.count, m.total) == ("out", 6, 20)
+    assert m.max_abs_err == 4.0
+    assert [idx for idx, _, _ in m.first_bad] == bad[:5]
+    assert m.first_bad[1] == ((1, 0), 2.0, 0.0)
+    assert mismatch_rule(m) == "mismatch"
+
+
+def test_first_bad_indices_across_chunks(monkeypatch):
+    monkeypatch.setattr(cmp, "_CHUNK", 7)
+    ref = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
+    out = ref.clone()
+    out[2, 3, 4] = -1.0
+    out[1, 2, 0] = -1.0
+    m = compare(out, ref, torch.float32)
+    assert m.count == 2 and [i for i, _, _ in m.first_bad] == [(1, 2, 0), (2, 3, 4)]
+
+
+def test_nan_where_the_reference_is_finite_is_rule_nan_and_listed_first():
+    ref = torch.ones(10)
+    out = ref.clone()
+    out[1] = 5.0
+    out[7] = float("nan")
+    out[8] = float("inf")
+    m = compare(out, ref, torch.float32)
+    assert m.count == 3 and mismatch_rule(m) == "nan"
+    assert [i for i, _, _ in m.first_bad] == [(7,), (8,), (1,)]
+    assert math.isnan(m.first_bad[0][1])
+
+
+def test_nan_and_inf_positions_must_match_exactly():
+    ref = torch.tensor([1.0, float("nan"), float("inf"), -float("inf")])
+    assert compare(ref.clone(), ref, torch.float32) is None
+    missing = ref.clone()
+    missing[1] = 0.0  # the candidate lost a NaN the reference has
+    m = compare(missing, ref, torch.float32)
+    assert m.count == 1 and mismatch_rule(m) == "mismatch"
+    flipped = ref.clone()
+    flipped[2] = -float("inf")
+    assert compare(flipped, ref, torch.float32).first_bad[0][0] == (2,)
+
+
+def test_integer_outputs_are_exact_and_scalars_compare_by_value():
+    ref = torch.tensor([1, 2, 3])
+    assert compare(torch.tensor([1, 2, 4]), ref, torch.float32).count == 1
+    assert compare((torch.ones(2), 0.5), (torch.ones(2), 0.5 + 1e-6), torch.float32) is None
+    m = compare((torch.ones(2), 0.7), (torch.ones(2), 0.5), torch.float32)
+    assert m.output == "out[1]" and m.first_bad == (((), 0.7, 0.5),)
+    assert compare(3, 4, torch.float32).count == 1
+
+
+def test_tolerances_are_one_table_per_dtype():
+    assert TOLERANCES[torch.float32] == (1e-4, 1e-4)
+    assert set(TOLERANCES) >= {torch.float32, torch.float16, torch.bfloat16}
+    eps = {dt: torch.finfo(dt).eps for dt in (torch.float16, torch.bfloat16)}
+    # looser by their epsilon: bf16's tolerance/eps is about fp16's
+    ratio = [TOLERANCES[dt][1] / eps[dt] for dt in eps]
+    assert 0.5 < ratio[0] / ratio[1] < 2
+
+
+# -- relative error and the precision policy -------------------------------------------------------
+
+
+def test_rel_error():
+    ref = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    assert rel_error(torch.tensor([3.0, 4.5]), ref) == pytest.approx(0.1)
+    assert rel_error(torch.zeros(3), torch.zeros(3, dtype=torch.float64)) == 0.0
+    assert rel_error(torch.ones(3), torch.zeros(3, dtype=torch.float64)) == math.inf
+    with_nan = torch.tensor([3.0, float("nan"), 4.0], dtype=torch.float64)
+    assert rel_error(torch.tensor([3.0, float("nan"), 4.0]), with_nan) == 0.0
+    assert rel_error(torch.tensor([3.0, 1.0, float("inf")]), with_nan) == math.inf
+    nested = (torch.tensor([3.0, 4.0]), torch.tensor([3.0, 4.5]))
+    assert rel_error(nested, (ref, ref)) == pytest.approx(0.1)
+
+
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    """fp32 rounded to TF32 (10 explicit mantissa bits), round to nearest even."""
+    bits = x.view(torch.int32)
+    bits = (bits + 0xFFF + ((bits >> 13) & 1)) & ~0x1FFF
+    return bits.view(torch.float32)
+
+
+def fp32_blocked(a: torch.Tensor, b: torch.Tensor, block: int = 64) -> torch.Tensor:
+    """An honest fp32 kernel: a K loop accumulating fp32 partial products, like a Triton GEMM."""
+    acc = torch.zeros(a.shape[0], b.shape[1])
+    for k in range(0, a.shape[1], block):
+        acc += a[:, k : k + block] @ b[k : k + block]
+    return acc
+
+
+def low_precision_accumulated(a, b, dtype, block: int = 32) -> torch.Tensor:
+    """fp32 products per block, but the running sum kept in `dtype` (fp16 accumulation)."""
+    acc = torch.zeros(a.shape[0], b.shape[1], dtype=dtype)
+    for k in range(0, a.shape[1], block):
+        acc = (acc.float() + a[:, k : k + block].float() @ b[k : k + block].float()).to(dtype)
+    return acc
+
+
+@pytest.fixture(scope="module")
+def gemm():
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(128, 4096, generator=gen)  # torch.rand: the case where allclose is fooled
+    b = torch.rand(4096, 128, generator=gen)
+    ref64 = a.double() @ b.double()
+    eager = a @ b
+    return a, b, ref64, eager
+
+
+def test_tf32_gemm_passes_allclose_but_fails_strict_precision(gemm):
+    a, b, ref64, eager = gemm
+    candidate = (tf32(a).double() @ tf32(b).double()).float()  # TF32 products, exact sums
+    assert compare(candidate, eager, torch.float32) is None  # the issue's premise
+    limit = precision_limit(rel_error(eager, ref64), torch.float32, "strict")
+    assert rel_error(candidate, ref64) > limit
+    assert rel_error(candidate, ref64) <= precision_limit(
+        rel_error(eager, ref64), torch.float32, "tf32-ok"
+    )
+
+
+def test_fp16_compute_fails_strict_precision_in_an_fp32_run(gemm):
+    a, b, ref64, eager = gemm
+    candidate = (a.half().float() @ b.half().float()).float()
+    limit = precision_limit(rel_error(eager, ref64), torch.float32, "strict")
+    assert rel_error(candidate, ref64) > limit
+    fp16_acc = low_precision_accumulated(a, b, torch.float16).float()
+    assert rel_error(fp16_acc, ref64) > limit
+
+
+def test_honest_fp32_reordering_passes_strict_precision(gemm):
+    a, b, ref64, eager = gemm
+    limit = precision_limit(rel_error(eager, ref64), torch.float32, "strict")
+    for block in (16, 64, 512):
+        candidate = fp32_blocked(a, b, block)
+        assert compare(candidate, eager, torch.float32) is None
+        assert rel_error(candidate, ref64) <= limit
+
+
+def test_fp16_accumulation_fails_in_an_fp16_run():
+    gen = torch.Generator().manual_seed(1)
+    a = torch.rand(64, 8192, generator=gen).half()
+    b = torch.rand(8192, 64, generator=gen).half()
+    ref64 = a.double() @ b.double()
+    eager = (a.float() @ b.float()).half()  # what cuBLAS does: fp32 accumulator, fp16 output
+    limit = precision_limit(rel_error(eager, ref64), torch.float16, "strict")
+    fp32_acc = low_precision_accumulated(a, b, torch.float32).half()
+    assert rel_error(fp32_acc, ref64) <= limit
+    assert rel_error(low_precision_accumulated(a, b, torch.float16), ref64) > limit
+
+
+def test_precision_limit_floor_and_factor():
+    assert precision_limit(0.0, torch.float32) == cmp.PRECISION_FLOOR[torch.float32]
+    assert precision_limit(1e-3, "fp32") == pytest.approx(cmp.PRECISION_FACTOR * 1e-3)
+    assert precision_limit(0.0, torch.float32, "tf32-ok") == 2.0**-10
+    assert precision_limit(0.0, torch.float16, "tf32-ok") == cmp.PRECISION_FLOOR[torch.float16]
+    with pytest.raises(ValueError, match="unknown precision policy"):
+        precision_limit(0.0, torch.float32, "loose")
+
+
+# -- helpers the worker needs ----------------------------------------------------------------------
+
+
+def test_storages_overlap():
+    base = torch.zeros(10, 10)
+    assert storages_overlap(base[2:4], base)
+    assert storages_overlap(base[:2], base[5:])  # disjoint views of one buffer still share it
+    assert storages_overlap(base.t(), base.view(-1))
+    assert not storages_overlap(base.clone(), base)
+    assert not storages_overlap(torch.zeros(0), base)
+
+
+def test_same_bits():
+    x = torch.tensor([1.0, float("nan"), -0.0])
+    assert same_bits(x, x.clone())
+    assert not same_bits(x, torch.tensor([1.0, float("nan"), 0.0]))  # -0.0 is not 0.0
+    assert not same_bits(x, x.double())
+    assert not same_bits(x, x[:2])
+    assert same_bits((x, 2.0), (x.clone(), 2.0)) and not same_bits((x, 2.0), (x, 3.0))
+    assert same_bits(torch.tensor(True), torch.tensor(True))
+    assert same_bits(x.t(), x.clone())
+    y = torch.randn(3, 4)
+    assert same_bits(y.t(), y.t().contiguous())
