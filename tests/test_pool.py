@@ -1,0 +1,152 @@
+"""EvalPool mechanics: one result per submission, workers replaced after faults, limits enforced."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelwright.sandbox import EvalConfig, EvalPool
+from kernelwright.sandbox.isolation import worker_env
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = ROOT / "tests" / "tasks" / "gelu.py"
+GOOD = (ROOT / "prompts" / "examples" / "gelu.py").read_text()
+# Small shapes and few calls: these tests are about the pool, not the candidate.
+FAST = EvalConfig(shapes={"batch_size": 4, "dim": 300}, trials=1, drift_calls=1)
+
+HANG = GOOD.replace(
+    "    def forward(self, x",
+    "    def forward(self, x, *rest):\n"
+    "        while True:\n"
+    "            pass\n\n"
+    "    def _unused(self, x",
+)
+# Writes a forged "ok" reply to every file descriptor that might be the result channel: it
+# cannot know the request's nonce, so the pool must refuse it rather than trust it.
+FORGE = "import os\n" + GOOD.replace(
+    "class ModelNew",
+    "for _fd in range(3, 40):\n"
+    "    try:\n"
+    '        os.write(_fd, b\'{"type": "result", "id": "x", "nonce": "guess", \'\n'
+    '                 b\'"result": {"status": "ok"}}\\n\')\n'
+    "    except OSError:\n"
+    "        pass\n\n\nclass ModelNew",
+)
+# Grows resident memory past a 1 GB cap in small steps (the kernel only sees RSS, not a limit).
+HOG = GOOD.replace(
+    "    def forward(self, x",
+    "    def forward(self, x, *rest):\n"
+    "        hog = []\n"
+    "        while True:\n"
+    "            hog.append(torch.ones(64 * 2**20 // 4))\n\n"
+    "    def _unused(self, x",
+)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with EvalPool(workers=2, devices=["cpu"]) as p:
+        yield p
+
+
+def test_good_candidate_is_ok_and_round_trips_as_json(pool):
+    result = pool.submit(TASK, GOOD, FAST).result()
+    assert result.status == "ok", result.message
+    assert result.environment.interpreter and "audit-hook" in result.environment.isolation
+    assert result.timings is not None and not result.timings.meaningful
+    assert result.correctness.variant_checked
+    again = type(result).from_json(result.to_json())
+    assert again.to_json() == result.to_json()
+
+
+def test_static_rejection_needs_no_worker():
+    with EvalPool(workers=1, devices=["cpu"]) as p:
+        result = p.submit(TASK, "import os\n" + GOOD, FAST).result()
+        assert p.stats["started"] == 0
+    assert result.status == "rejected" and result.rule == "import"
+    assert "line 1" in result.message
+
+
+def test_syntax_error_is_a_compile_error(pool):
+    result = pool.submit(TASK, GOOD + "\ndef broken(:\n", FAST).result()
+    assert result.status == "compile_error" and result.rule == "syntax"
+
+
+def test_hang_is_killed_and_the_pool_goes_on(pool):
+    hang = pool.submit(TASK, HANG, FAST.replace(timeout_s=4)).result()
+    assert hang.status == "timeout" and hang.rule == "wall-time"
+    assert pool.submit(TASK, GOOD, FAST).result().status == "ok"
+
+
+def test_every_submission_gets_its_own_result_under_concurrency(pool):
+    sources = [GOOD, HANG, GOOD, "import socket\n" + GOOD, GOOD, HANG]
+    config = FAST.replace(timeout_s=4)
+    futures = [pool.submit(TASK, s, config) for s in sources]
+    statuses = [f.result(timeout=300).status for f in futures]
+    assert statuses == ["ok", "timeout", "ok", "rejected", "ok", "timeout"]
+
+
+def test_forged_reply_on_the_result_channel_is_refused(pool):
+    config = FAST.replace(unsafe_skip_static_checks=True)
+    result = pool.submit(TASK, FORGE, config).result()
+    # Either the guard stops the write outright, or the pool sees a reply without its nonce.
+    assert result.status != "ok"
+    assert result.rule in ("protocol", "sandbox-file")
+
+
+def test_host_memory_cap_kills_the_worker(pool):
+    config = FAST.replace(host_memory_gb=1.0, timeout_s=60)
+    result = pool.submit(TASK, HOG, config).result()
+    assert result.status == "crashed" and result.rule == "memory"
+    assert "host memory" in result.message
+    assert pool.submit(TASK, GOOD, FAST).result().status == "ok"
+
+
+def test_describe_reports_the_environment(pool):
+    env = pool.describe()
+    assert env.torch and env.triton and env.device == "cpu"
+
+
+def test_baseline_on_cpu_says_times_are_not_meaningful(pool):
+    b = pool.submit_baseline(TASK, FAST).result()
+    assert b.status == "ok" and not b.timings.meaningful
+
+
+def test_worker_environment_keeps_no_secrets(tmp_path):
+    parent = {
+        "PATH": "/usr/bin",
+        "OPENAI_API_KEY": "sk-x",
+        "TRITON_API_TOKEN": "t",
+        "AWS_SECRET_ACCESS_KEY": "a",
+        "TRITON_CACHE_DIR": "/x",
+        "HOME": "/root",
+    }
+    env = worker_env(parent, home=tmp_path, device="cpu")
+    assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert "TRITON_API_TOKEN" not in env  # an allowed prefix does not let a token through
+    assert env["HOME"] == str(tmp_path) and env["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
+    assert env["TRITON_INTERPRET"] == "1"
+
+
+def test_cli_eval_reports_and_exits(tmp_path):
+    bad = tmp_path / "cand.py"
+    bad.write_text("import subprocess\n" + GOOD)
+    args = [sys.executable, "-m", "kernelwright.cli", "eval", str(TASK)]
+    shapes = ["--shape", "batch_size=4", "--shape", "dim=300", "--trials", "1"]
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run(
+        [*args, str(bad), *shapes, "--json"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert out.returncode == 1
+    assert json.loads(out.stdout)["rule"] == "import"
+    missing = subprocess.run(
+        [*args, str(tmp_path / "nope.py")], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.count("\n") == 1 and "does not exist" in missing.stderr
+    assert "Traceback" not in missing.stderr
