@@ -274,7 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not add the fusion codegen's kernel to round 1",
     )
     p.add_argument("--out", help="directory of run directories (default ./runs)")
-    p.add_argument("--resume", metavar="RUN_ID", help="continue a run from its last step")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="continue a run (under --out) from its last completed step, with its own settings",
+    )
     p.add_argument("--no-cache", action="store_true", help="do not replay cached LLM replies")
     p.set_defaults(func=cmd_optimize)
 

@@ -1,0 +1,291 @@
+"""RunConfig, one run's knobs (CLI flags, then environment, then defaults), and its RunContext."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import jinja2
+
+from .llm import ChatClient, LLMConfig, ResponseCache, UsageLedger
+from .state import Budget
+
+if TYPE_CHECKING:
+    from ..sandbox.config import EvalConfig
+    from ..sandbox.pool import EvalPool
+    from ..sandbox.task import Task
+    from .rundir import RunDir
+
+Role = Literal["planner", "coder", "critic"]
+ROLES: tuple[Role, ...] = ("planner", "coder", "critic")
+OFFLINE = "offline"
+ENV_PREFIX = "KERNELWRIGHT_"
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How one `kernelwright optimize` run searches, judges and stops.
+
+    Each field may come from a CLI flag, an environment variable `KERNELWRIGHT_<FIELD>` (upper
+    case: KERNELWRIGHT_ROUNDS, KERNELWRIGHT_CODER_MODEL, ...), or the default here, in that order.
+    """
+
+    # Models. `model` is the default of every role; "offline" means rules + fusion codegen.
+    model: str | None = None
+    planner_model: str | None = None
+    coder_model: str | None = None
+    critic_model: str | None = None
+    # Search shape.
+    rounds: int = 5
+    candidates: int = 3  # per round, written in parallel
+    patience: int = 2  # rounds without a better verified kernel before stopping
+    margin: float = 0.02  # a new best must beat the old one by 2% to count as progress
+    roofline_target: float = 0.9  # stop once the best kernel reaches 90% of the physical bound
+    # Budgets (None: unlimited). Time counts the run's own work, not the gap before a resume.
+    budget_tokens: int | None = None
+    budget_usd: float | None = None
+    time_budget_s: float | None = None
+    # What the evaluator judges.
+    dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
+    shapes: dict[str, int] = field(default_factory=dict)
+    precision: Literal["strict", "tf32-ok"] = "strict"
+    trials: int | None = None  # correctness trials per candidate (None: EvalConfig's default)
+    eval_timeout_s: float | None = None  # per candidate (None: EvalConfig's default)
+    workers: int | None = None  # evaluator processes (None: the pool's choice)
+    # Launch-constant sweep of correct candidates (`# tune:` comments); at most this many extra
+    # evaluations per candidate, since each one costs a full correctness check.
+    tune: bool = True
+    tune_limit: int = 6
+    # Without CUDA the interpreter runs ~1 ms per program instance, so inputs are shrunk to this
+    # many bytes unless the user set --shape.
+    cpu_input_bytes: int = 256 * 1024
+    # The fusion codegen's kernel joins round 1 as an extra candidate when an LLM codes.
+    fusion_seed: bool = True
+    # Where things go. The response cache is agents/llm.py's (KERNELWRIGHT_CACHE_DIR);
+    # no_cache skips reading it (replies are still stored).
+    out_dir: str = "runs"
+    no_cache: bool = False
+    chat: bool = False
+
+    def model_for(self, role: Role) -> str | None:
+        """The model a role uses: its own setting, else the run's default model."""
+        return getattr(self, f"{role}_model") or self.model
+
+    def budget(self) -> Budget:
+        return Budget(
+            rounds=self.rounds,
+            tokens=self.budget_tokens,
+            usd=self.budget_usd,
+            seconds=self.time_budget_s,
+        )
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in '90', '90s', '30m', '1.5h' or '1h30m'."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", text)
+    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+        raise ValueError(f"{text!r} is not a duration (try 90s, 30m, 1h30m)")
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def parse_shapes(text: str) -> dict[str, int]:
+    """{'N': 64, 'D': 128} from 'N=64,D=128' (the environment's form of repeated --shape)."""
+    shapes = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"shape {item!r} is not NAME=VALUE")
+        shapes[name.strip()] = int(value)
+    return shapes
+
+
+def _parse_bool(text: str) -> bool:
+    if text.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if text.strip().lower() in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"{text!r} is not a boolean (use 1/0, true/false)")
+
+
+def _parser_for(f: dataclasses.Field) -> Callable[[str], Any]:
+    if f.name == "time_budget_s":
+        return parse_duration
+    if f.name == "shapes":
+        return parse_shapes
+    kind = str(f.type)
+    if kind.startswith("bool"):
+        return _parse_bool
+    if kind.startswith("int"):
+        return int
+    if kind.startswith("float"):
+        return float
+    return str
+
+
+def env_name(field_name: str) -> str:
+    """The environment variable of a field: KERNELWRIGHT_TIME_BUDGET for time_budget_s."""
+    name = field_name.removesuffix("_s") if field_name.endswith("budget_s") else field_name
+    return ENV_PREFIX + name.upper()
+
+
+def resolve_config(
+    flags: Mapping[str, Any], env: Mapping[str, str] | None = None
+) -> tuple[RunConfig, dict[str, str]]:
+    """The run's config and where each field came from ("flag", "env" or "default").
+
+    A flag counts when it is not None (argparse leaves unset options at None). An unparseable
+    environment value raises ValueError naming the variable.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for f in dataclasses.fields(RunConfig):
+        if flags.get(f.name) is not None and flags.get(f.name) != {}:
+            values[f.name], sources[f.name] = flags[f.name], "flag"
+        elif env.get(env_name(f.name), "").strip():
+            raw = env[env_name(f.name)]
+            try:
+                values[f.name] = _parser_for(f)(raw)
+            except ValueError as e:
+                raise ValueError(f"{env_name(f.name)}={raw!r}: {e}") from None
+            sources[f.name] = "env"
+        else:
+            sources[f.name] = "default"
+    # A role's own model from the environment must not beat --model given on the command line.
+    for role in ROLES:
+        name = f"{role}_model"
+        if sources[name] == "env" and sources["model"] == "flag":
+            values.pop(name)
+            sources[name] = "default"
+    return RunConfig(**values), sources
+
+
+@cache
+def _prompt_env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(PROMPTS_DIR),
+        undefined=jinja2.StrictUndefined,  # a missing variable is a bug, not an empty string
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def load_prompt(template: str, **variables: Any) -> Any:
+    """prompts/<template> bound to `variables`: each macro (system(), task(), ...) is one part.
+
+    Parts are separate so that an agent can mark which ones `fit_messages` may trim (history,
+    logs, examples) and which never (the task, the current kernel).
+    """
+    return _prompt_env().get_template(template).make_module(variables)
+
+
+def prompt_part(module: Any, name: str) -> str:
+    """The text of one macro of a loaded prompt, stripped of surrounding blank lines."""
+    return str(getattr(module, name)()).strip("\n")
+
+
+def llm_configs(config: RunConfig, env: Mapping[str, str] | None = None) -> dict[Role, LLMConfig]:
+    """One LLMConfig per role. A role is offline when its model is "offline" or there is no key."""
+    return {
+        role: LLMConfig.from_env(
+            config.model_for(role), env=env, use_cache=False if config.no_cache else None
+        )
+        for role in ROLES
+    }
+
+
+@dataclass
+class RunContext:
+    """What the nodes need besides the state: LangGraph's runtime context, never checkpointed."""
+
+    config: RunConfig
+    task: Task
+    eval_config: EvalConfig
+    pool: EvalPool
+    rundir: RunDir
+    llm: dict[Role, LLMConfig]
+    interpreter: bool  # no CUDA: candidates run under the Triton interpreter, timings meaningless
+    cache: ResponseCache | None = None
+    limiter: threading.BoundedSemaphore = field(
+        default_factory=lambda: threading.BoundedSemaphore(4)
+    )
+
+    def online(self, role: Role) -> bool:
+        return not self.llm[role].offline
+
+    def client(self, role: Role, ledger: UsageLedger) -> ChatClient | None:
+        """A chat client for `role` counting into `ledger` (one per node call), or None offline."""
+        if not self.online(role):
+            return None
+        return ChatClient(
+            self.llm[role],
+            self.cache,
+            self.rundir.record,
+            ledger=ledger,
+            limiter=self.limiter,
+        )
+
+    def models(self) -> dict[str, str]:
+        """run.json's models block: the model of each role, "offline" for the rules."""
+        return {role: OFFLINE if cfg.offline else cfg.model for role, cfg in self.llm.items()}
+
+
+def eval_config_for(config: RunConfig) -> EvalConfig:
+    """How the evaluator judges this run's candidates."""
+    from ..sandbox.config import EvalConfig
+
+    fields: dict[str, Any] = {
+        "dtype": config.dtype,
+        "shapes": dict(config.shapes),
+        "precision": config.precision,
+    }
+    if config.trials is not None:
+        fields["trials"] = config.trials
+    if config.eval_timeout_s is not None:
+        fields["timeout_s"] = config.eval_timeout_s
+    return EvalConfig(**fields)
+
+
+def run_context(
+    config: RunConfig, task: Task, rundir: RunDir, pool: EvalPool, *, interpreter: bool
+) -> RunContext:
+    """The nodes' runtime context for one (possibly resumed) run."""
+    llm = llm_configs(config)
+    online = [cfg for cfg in llm.values() if not cfg.offline]
+    cache_path = online[0].cache_path if online else None
+    return RunContext(
+        config=config,
+        task=task,
+        eval_config=eval_config_for(config),
+        pool=pool,
+        rundir=rundir,
+        llm=llm,
+        interpreter=interpreter,
+        cache=ResponseCache(cache_path) if cache_path else None,
+        limiter=threading.BoundedSemaphore(max([c.max_concurrency for c in online], default=1)),
+    )

@@ -1,0 +1,387 @@
+"""The run directory: run.json, each round's files, best.py, events.jsonl (a line per step)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..sandbox.task import Task, TaskError, load_task, shrink_overrides
+from .config import RunConfig
+from .state import Candidate, RunState, Usage, best_candidate, round_summaries
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
+
+    from .config import RunContext
+
+EventListener = Callable[[dict[str, Any]], None]
+
+
+def new_run_id(task_name: str) -> str:
+    """'softmax-20250101-120000-3f9a': sortable by time, unique across concurrent runs."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in task_name)[:40] or "task"
+    return f"{safe}-{stamp}-{secrets.token_hex(2)}"
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so a kill never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
+class RunDir:
+    """Writes one run's directory. Thread-safe: tester branches write concurrently."""
+
+    def __init__(self, path: Path, listeners: list[EventListener] | None = None) -> None:
+        self.path = Path(path)
+        self.listeners = list(listeners or [])
+        self._lock = threading.Lock()
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.path / "checkpoint.sqlite"
+
+    # -- run.json ----------------------------------------------------------------------------
+    def read_run(self) -> dict[str, Any]:
+        return json.loads((self.path / "run.json").read_text())
+
+    def update_run(self, **fields: Any) -> dict[str, Any]:
+        """Merge `fields` into run.json (read, update, atomic rewrite)."""
+        with self._lock:
+            path = self.path / "run.json"
+            data = json.loads(path.read_text()) if path.exists() else {}
+            data.update(fields)
+            _write_atomic(path, _dump(data))
+            return data
+
+    def copy_task(self, task_path: str | Path) -> Path:
+        dst = self.path / "task.py"
+        shutil.copyfile(task_path, dst)
+        return dst
+
+    # -- events ------------------------------------------------------------------------------
+    def event(self, name: str, **fields: Any) -> dict[str, Any]:
+        """Append one line to events.jsonl and tell the listeners (the CLI's progress view)."""
+        return self.record({"ts": now_iso(), "event": name, **fields})
+
+    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Append an event that already has its ts and name (the LLM client's events)."""
+        line = json.dumps(record, default=str)
+        with self._lock, open(self.path / "events.jsonl", "a") as f:
+            f.write(line + "\n")
+        for listener in self.listeners:
+            listener(record)
+        return record
+
+    def events(self) -> list[dict[str, Any]]:
+        path = self.path / "events.jsonl"
+        if not path.exists():
+            return []
+        lines = path.read_text().splitlines()
+        # A kill -9 mid-write can leave a torn last line; everything before it is whole.
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
+
+    # -- rounds and candidates ---------------------------------------------------------------
+    def round_dir(self, round_no: int) -> Path:
+        return self.path / f"round_{round_no:02d}"
+
+    def candidate_dir(self, round_no: int, index: int) -> Path:
+        return self.round_dir(round_no) / f"cand_{index}"
+
+    def write_round_json(self, round_no: int, name: str, data: dict[str, Any]) -> Path:
+        path = self.round_dir(round_no) / name
+        _write_atomic(path, _dump(data))
+        return path
+
+    def write_candidate_file(self, round_no: int, index: int, name: str, text: str) -> Path:
+        path = self.candidate_dir(round_no, index) / name
+        _write_atomic(path, text)
+        return path
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.path / name
+        _write_atomic(path, text)
+        return path
+
+    def relative(self, path: Path) -> str:
+        return str(Path(path).relative_to(self.path))
+
+
+def format_event(event: dict[str, Any]) -> str | None:
+    """One progress line for an event, or None for events the progress view skips."""
+    kind = event.get("event", "")
+    tag = f"round {event['round']}" if "round" in event else ""
+    if kind == "run.start":
+        return f"run {event['run_id']}: {event.get('task_name', '')} -> {event.get('path', '')}"
+    if kind == "run.resume":
+        return f"resuming run {event['run_id']} from its last completed step"
+    if kind == "note":
+        return f"note: {event['message']}"
+    if kind == "profile":
+        return f"profile: {event.get('summary', '')}"
+    if kind == "plan":
+        return f"{tag} plan ({event.get('source')}): {event.get('summary', '')}"
+    if kind == "candidate.evaluated":
+        return f"{tag} cand {event['index']}: {event.get('summary', '')}"
+    if kind == "candidate.skipped":
+        return f"{tag} cand {event['index']}: {event.get('status')} ({event.get('summary', '')})"
+    if kind == "llm.fallback":
+        return f"{event.get('agent')}: LLM failed ({event.get('kind')}), using rules this step"
+    if kind == "critique":
+        return f"{tag} critic ({event.get('source')}): {event.get('summary', '')}"
+    if kind == "stop":
+        return f"stop: {event.get('reason')} ({event.get('detail', '')})"
+    if kind == "finalize":
+        return f"best: {event.get('best') or 'none (the reference stays)'}"
+    return None
+
+
+# -- finalize -------------------------------------------------------------------------------------
+def best_block(best: Candidate | None, rel_path: str | None) -> dict[str, Any] | None:
+    """run.json's best: where the winner is and what it achieved."""
+    if best is None:
+        return None
+    return {
+        "round": best.round,
+        "candidate": best.index,
+        "path": rel_path,
+        "origin": best.origin,
+        "tuned": best.tuned,
+        "speedup_eager": best.speedup_eager,
+        "speedup_compiled": best.speedup_compiled,
+        "roofline_fraction": best.roofline_fraction,
+        "summary": best.summary,
+    }
+
+
+def candidate_rows(candidates: list[Candidate]) -> list[dict[str, Any]]:
+    """run.json's candidates: one row per candidate of every round, for reports."""
+    return [
+        {
+            "round": c.round,
+            "candidate": c.index,
+            "origin": c.origin,
+            "idea": c.idea,
+            "status": c.status,
+            "rule": c.rule,
+            "summary": c.summary,
+            "speedup_eager": c.speedup_eager,
+            "speedup_compiled": c.speedup_compiled,
+            "roofline_fraction": c.roofline_fraction,
+            "followup": c.followup,
+            "duplicate_of": c.duplicate_of,
+        }
+        for c in sorted(candidates, key=lambda c: (c.round, c.index))
+    ]
+
+
+def write_report(rundir: RunDir) -> str | None:
+    """report.py's write_run_report(run_dir) when it exists; the error text if it fails."""
+    try:
+        from .. import report
+    except ImportError:
+        return None
+    write = getattr(report, "write_run_report", None)
+    if write is None:
+        return None
+    try:
+        write(rundir.path)
+    except Exception as e:  # the run's results are on disk already; a report bug must not lose them
+        rundir.event("report.error", error=f"{type(e).__name__}: {e}")
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Node: best.py (only a verified candidate that beat the reference) and the final run.json."""
+    ctx = runtime.context
+    rd = ctx.rundir
+    meaningful = (state.get("profile") or {}).get("timing_meaningful", False)
+    candidates = state.get("candidates", [])
+    best = best_candidate(candidates, timing_meaningful=meaningful)
+    best_path = None
+    if best is not None:
+        best_path = rd.relative(rd.write_text("best.py", best.final_source or ""))
+    elif (rd.path / "best.py").exists():  # never leave a stale winner from an earlier attempt
+        (rd.path / "best.py").unlink()
+    note = (
+        "Times are not meaningful: no CUDA here, candidates ran under the Triton interpreter "
+        "(correctness only); best is the first verified candidate."
+        if not meaningful
+        else ""
+    )
+    usage = state.get("usage") or Usage()
+    rd.update_run(
+        status="done",
+        finished=now_iso(),
+        stop_reason=state.get("stop_reason"),
+        stop_detail=state.get("stop_detail", ""),
+        best=best_block(best, best_path),
+        verdict_note=note or None,
+        timing_meaningful=meaningful,
+        usage=usage.to_dict(),
+        rounds=round_summaries(state.get("plans", []), candidates),
+        candidates=candidate_rows(candidates),
+        elapsed_s=round(state.get("elapsed_s", 0.0), 3),
+    )
+    rd.event("finalize", best=best.key if best else None, stop_reason=state.get("stop_reason"))
+    report_error = write_report(rd)
+    if report_error:
+        rd.update_run(report_error=report_error)
+    return {}
+
+
+def verdict(run: dict[str, Any]) -> str:
+    """The one-paragraph verdict the CLI prints at the end of a run."""
+    best = run.get("best")
+    stop = f"It stopped on {run.get('stop_reason')}: {run.get('stop_detail', '')}".rstrip(": ")
+    rounds = len(run.get("rounds") or [])
+    n_cands = len(run.get("candidates") or [])
+    head = f"{run.get('task_name')}: {rounds} round(s), {n_cands} candidate(s)."
+    if best is None:
+        body = (
+            "No candidate was verified faster than the reference, so the reference stays; "
+            "nothing was written to best.py."
+        )
+    else:
+        where = f"round {best['round']}, candidate {best['candidate']}"
+        if run.get("timing_meaningful"):
+            parts = [f"{best['speedup_eager']:.2f}x vs eager"]
+            if best.get("speedup_compiled"):
+                parts.append(f"{best['speedup_compiled']:.2f}x vs torch.compile")
+            if best.get("roofline_fraction"):
+                parts.append(f"{best['roofline_fraction']:.0%} of roofline")
+            body = f"Best verified kernel: {where} ({', '.join(parts)}), saved as best.py."
+        else:
+            body = (
+                f"Verified kernel: {where}, saved as best.py; times are not meaningful on this "
+                "machine (Triton interpreter, correctness only), so re-run on a GPU to measure."
+            )
+    usage = run.get("usage") or {}
+    cost = (
+        f"LLM: {usage.get('calls', 0)} call(s) ({usage.get('cached_calls', 0)} cached), "
+        f"{usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens, "
+        f"${usage.get('cost_usd', 0.0):.4f}."
+    )
+    return " ".join([head, body, stop + ".", cost])
+
+
+# -- starting and reopening runs ------------------------------------------------------------------
+def machine_has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def environment_info() -> dict[str, Any]:
+    import platform
+
+    import torch
+    import triton
+
+    cuda = torch.cuda.is_available()
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": cuda,
+        "gpu": torch.cuda.get_device_name(0) if cuda else "",
+        "interpreter": not cuda,
+    }
+
+
+def shrunk_for_interpreter(config: RunConfig, task: Task) -> tuple[RunConfig, Task, str]:
+    """Without CUDA and without --shape: smaller sizes (the interpreter costs ~1 ms a program)."""
+    if config.shapes:
+        return config, task, "no CUDA: Triton interpreter, correctness only (sizes from --shape)"
+    sizes = shrink_overrides(task, config.cpu_input_bytes)
+    changed = {k: v for k, v in sizes.items() if task.sizes.get(k) != v}
+    if not changed:
+        return config, task, "no CUDA: Triton interpreter, correctness only (task sizes kept)"
+    task = load_task(task.path, changed)
+    text = ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
+    note = f"no CUDA: Triton interpreter, correctness only; task shrunk to {text}"
+    return config.replace(shapes=changed), task, note
+
+
+def create_run(
+    config: RunConfig, task_path: str, listeners: list[EventListener] | None = None
+) -> tuple[RunDir, RunConfig, Task]:
+    """A new run directory for `task_path` (shrunk for the interpreter when needed)."""
+    task = load_task(task_path, config.shapes)
+    notes = []
+    if not machine_has_cuda():
+        config, task, note = shrunk_for_interpreter(config, task)
+        notes.append(note)
+    rundir = RunDir(Path(config.out_dir) / new_run_id(task.name), listeners)
+    rundir.path.mkdir(parents=True)
+    rundir.copy_task(task.path)
+    rundir.update_run(
+        run_id=rundir.run_id,
+        task=task.path,
+        task_name=task.name,
+        task_hash=task.hash,
+        sizes=task.sizes,
+        created=now_iso(),
+        status="running",
+        stop_reason=None,
+        best=None,
+        config=config.to_dict(),
+        environment=environment_info(),
+        notes=notes,
+    )
+    rundir.event("run.start", run_id=rundir.run_id, task_name=task.name, path=str(rundir.path))
+    for note in notes:
+        rundir.event("note", message=note)
+    return rundir, config, task
+
+
+def open_run(
+    out_dir: str, run_id: str, listeners: list[EventListener] | None = None
+) -> tuple[RunDir, RunConfig, Task]:
+    """An existing run to resume: its own config and task (the copy in the run directory when
+    the original file is gone or changed)."""
+    rundir = RunDir(Path(out_dir) / run_id, listeners)
+    if not (rundir.path / "run.json").is_file():
+        raise TaskError(f"no run {run_id!r} under {out_dir} (expected {rundir.path}/run.json)")
+    run = rundir.read_run()
+    config = RunConfig.from_dict(run["config"])
+    task_path = run["task"]
+    if (
+        not Path(task_path).is_file()
+        or load_task(task_path, config.shapes).hash != run["task_hash"]
+    ):
+        task_path = str(rundir.path / "task.py")
+    task = load_task(task_path, config.shapes)
+    if task.hash != run["task_hash"]:
+        raise TaskError(f"run {run_id}: its task.py no longer matches the hash in run.json")
+    rundir.event("run.resume", run_id=run_id)
+    return rundir, config, task

@@ -1,0 +1,213 @@
+"""The tester: one candidate -> its EvalResult through the sandbox pool, plus a bounded sweep of
+its `# tune:` launch constants when it is correct and timings mean something. No LLM."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import time
+import tokenize
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
+
+from ..sandbox.results import EvalResult
+from .config import RunContext
+from .state import Candidate
+
+# A variant must beat the current choice by 1% in speedup: interleaved timing spreads on a quiet
+# GPU are ~0.5%, so smaller gains are noise that would churn the constants.
+TUNE_MIN_GAIN = 0.01
+
+
+class TesterInput(TypedDict):
+    """What a Send gives one tester branch: the candidate to evaluate."""
+
+    candidate: Candidate
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """A module-level int constant with a `# tune: v1, v2, ...` comment."""
+
+    name: str
+    value: int
+    options: tuple[int, ...]
+    line: int  # 1-based
+    col: int  # where the value starts on that line
+    end_col: int
+
+
+def tune_comments(source: str) -> dict[int, tuple[int, ...]]:
+    """{line: values} for each `# tune: a, b, c` comment (read with tokenize, not by regex)."""
+    found: dict[int, tuple[int, ...]] = {}
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        body = tok.string.lstrip("#").strip()
+        if not body.startswith("tune:"):
+            continue
+        try:
+            values = tuple(int(v) for v in body[len("tune:") :].split(",") if v.strip())
+        except ValueError:
+            continue  # a malformed list is ignored, not guessed at
+        if values:
+            found[tok.start[0]] = values
+    return found
+
+
+def tunables(source: str) -> list[Tunable]:
+    """The sweepable constants of a candidate file, in file order."""
+    try:
+        tree = ast.parse(source)
+        comments = tune_comments(source)
+    except (SyntaxError, tokenize.TokenError):
+        return []
+    out = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if not (isinstance(target, ast.Name) and isinstance(value, ast.Constant)):
+            continue
+        if type(value.value) is not int or node.lineno not in comments:
+            continue
+        out.append(
+            Tunable(
+                target.id,
+                value.value,
+                comments[node.lineno],
+                node.lineno,
+                value.col_offset,
+                value.end_col_offset or value.col_offset,
+            )
+        )
+    return out
+
+
+def with_values(source: str, values: dict[str, int]) -> str:
+    """`source` with the named tunables set to `values` in place (comments kept)."""
+    lines = source.splitlines(keepends=True)
+    for t in tunables(source):
+        if t.name in values and values[t.name] != t.value:
+            line = lines[t.line - 1]
+            lines[t.line - 1] = line[: t.col] + str(values[t.name]) + line[t.end_col :]
+    return "".join(lines)
+
+
+def median_ms(result: EvalResult) -> float | None:
+    timings = result.timings
+    if not result.ok or timings is None or not timings.meaningful or timings.candidate is None:
+        return None
+    return timings.candidate.median_ms
+
+
+def speed(result: EvalResult) -> float | None:
+    """How fast a verified result is: its speedup over eager, timed interleaved with eager in the
+    same evaluation, so clock and thermal drift between two evaluations cancel out."""
+    if median_ms(result) is None:
+        return None
+    return result.speedup_eager or 1.0 / median_ms(result)
+
+
+def sweep(
+    ctx: RunContext, source: str, result: EvalResult, limit: int
+) -> tuple[str, EvalResult, list[dict[str, Any]]]:
+    """Coordinate descent over the tunables, at most `limit` extra evaluations.
+
+    One constant at a time, all its other values evaluated concurrently, the fastest verified one
+    kept if its speedup gains more than TUNE_MIN_GAIN. Returns (best source, its result, trials).
+    """
+    best_src, best_res, trials = source, result, []
+    budget = limit
+    for name in [t.name for t in tunables(source)]:
+        current = {t.name: t for t in tunables(best_src)}[name]
+        options = [v for v in current.options if v != current.value][:budget]
+        if not options:
+            continue
+        budget -= len(options)
+        variants = [with_values(best_src, {name: v}) for v in options]
+        futures: list[Future] = [ctx.pool.submit(ctx.task, v, ctx.eval_config) for v in variants]
+        for value, variant, future in zip(options, variants, futures):
+            res = future.result()
+            trials.append({name: value, "status": res.status, "median_ms": median_ms(res)})
+            new, old = speed(res), speed(best_res)
+            if new is not None and old is not None and new > old * (1 + TUNE_MIN_GAIN):
+                best_src, best_res = variant, res
+        if budget <= 0:
+            break
+    return best_src, best_res, trials
+
+
+def should_sweep(ctx: RunContext, source: str, result: EvalResult) -> str | None:
+    """Why no sweep runs for this candidate, or None when it should."""
+    if not ctx.config.tune or ctx.config.tune_limit <= 0:
+        return "tuning is off"
+    if not result.ok:
+        return "the candidate is not verified"
+    if median_ms(result) is None:
+        return "timings are not meaningful here (Triton interpreter)"
+    if not tunables(source):
+        return "the file has no `# tune:` constants"
+    return None
+
+
+def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
+    """The candidate with its verdict (and tuned source), result files written."""
+    rd, source = ctx.rundir, cand.source or ""
+    rd.event("candidate.evaluating", round=cand.round, index=cand.index, origin=cand.origin)
+    result: EvalResult = ctx.pool.submit(ctx.task, source, ctx.eval_config).result()
+    rd.write_candidate_file(cand.round, cand.index, "result.json", result.to_json(indent=2) + "\n")
+    rd.event(
+        "candidate.evaluated",
+        round=cand.round,
+        index=cand.index,
+        status=result.status,
+        rule=result.rule,
+        summary=result.summary(),
+    )
+    tuned_source, tuned = None, {}
+    if (skip := should_sweep(ctx, source, result)) is None:
+        best_src, best_res, trials = sweep(ctx, source, result, ctx.config.tune_limit)
+        rd.write_candidate_file(cand.round, cand.index, "sweep.json", _sweep_json(trials))
+        if best_src != source:
+            tuned_source, result = best_src, best_res
+            tuned = {t.name: t.value for t in tunables(best_src)}
+            rd.write_candidate_file(cand.round, cand.index, "tuned.py", best_src)
+            rd.write_candidate_file(
+                cand.round, cand.index, "tuned_result.json", best_res.to_json(indent=2) + "\n"
+            )
+        rd.event(
+            "candidate.tuned", round=cand.round, index=cand.index, trials=len(trials), chose=tuned
+        )
+    elif result.ok:
+        rd.event("candidate.tune_skipped", round=cand.round, index=cand.index, why=skip)
+    return cand.model_copy(
+        update={
+            "status": result.status,
+            "rule": result.rule,
+            "summary": result.summary(),
+            "result": result.to_dict(),
+            "tuned_source": tuned_source,
+            "tuned": tuned,
+        }
+    )
+
+
+def _sweep_json(trials: list[dict[str, Any]]) -> str:
+    return json.dumps(trials, indent=2) + "\n"
+
+
+def tester(inp: TesterInput, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Node (one Send branch per candidate): evaluate it; branches run concurrently."""
+    started = time.time()
+    tested = evaluate_candidate(runtime.context, inp["candidate"])
+    # Branches overlap, so they do not add to elapsed_s: the critic adds the round's span
+    # (first start to last finish) from these two stamps.
+    span = {"eval_started": started, "eval_finished": time.time()}
+    return {"candidates": [tested.model_copy(update=span)]}

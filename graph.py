@@ -1,0 +1,151 @@
+"""The LangGraph state machine of an optimization run: nodes, routing, the SQLite checkpointer."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from typing import Any, Literal
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Command, Send
+
+from .agents.coder import coder
+from .agents.config import RunConfig, RunContext, run_context
+from .agents.critic import critic, human
+from .agents.planner import planner, profile
+from .agents.rundir import EventListener, create_run, finalize, machine_has_cuda, open_run
+from .agents.state import CHECKPOINT_TYPES, RunState
+from .agents.tester import tester
+from .sandbox.pool import EvalPool
+
+# Supersteps per round: planner, coder, tester, critic (and human in chat mode).
+STEPS_PER_ROUND = 5
+
+
+def dispatch_candidates(state: RunState) -> list[Send] | Literal["critic"]:
+    """One tester branch per new candidate; with nothing to evaluate, straight to the critic."""
+    drafts = state.get("drafts") or []
+    if not drafts:
+        return "critic"
+    return [Send("tester", {"candidate": d}) for d in drafts]
+
+
+def after_critic(state: RunState) -> Literal["planner", "finalize"]:
+    """Stop when the critic recorded a stop reason, else plan the next round."""
+    return "finalize" if state.get("stop_reason") else "planner"
+
+
+def after_critic_chat(state: RunState) -> Literal["human", "finalize"]:
+    """Chat mode: the person decides what comes next, unless a budget ended the run."""
+    return "finalize" if state.get("stop_reason") else "human"
+
+
+def compile_graph(checkpointer: Any = None, *, chat: bool = False) -> CompiledStateGraph:
+    return build_graph(chat=chat).compile(checkpointer=checkpointer)
+
+
+def sqlite_saver(conn: sqlite3.Connection) -> SqliteSaver:
+    """A checkpointer that only revives the types of our state schema (no arbitrary classes)."""
+    allowed = [(t.__module__, t.__name__) for t in CHECKPOINT_TYPES]
+    return SqliteSaver(conn, serde=JsonPlusSerializer(allowed_msgpack_modules=allowed))
+
+
+def announce_models(ctx: RunContext) -> None:
+    """Record the model of each role; say so when the run is offline and how to change that."""
+    models = ctx.models()
+    ctx.rundir.update_run(models=models)
+    if all(m == "offline" for m in models.values()):
+        ctx.rundir.event(
+            "note",
+            message="no model configured: running offline (rule-based planner and critic, "
+            "fusion codegen as coder); set OPENAI_API_KEY and --model to use an LLM",
+        )
+
+
+def optimize(
+    config: RunConfig,
+    task_path: str | None = None,
+    *,
+    resume: str | None = None,
+    answer: str | None = None,
+    listeners: list[EventListener] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume, by run id) an optimization to its end; returns the final run.json.
+
+    Chat mode (config.chat) returns when the graph waits for the person: run.json then has
+    status "waiting" and `waiting_for` (the human node's question); call again with
+    resume=RUN_ID and answer=their message ("/quit" ends the run).
+    """
+    if resume:
+        rundir, config, task = open_run(config.out_dir, resume, listeners)
+    else:
+        if task_path is None:
+            raise ValueError("a new run needs a task file")
+        rundir, config, task = create_run(config, task_path, listeners)
+    thread = {
+        "configurable": {"thread_id": rundir.run_id},
+        "recursion_limit": 10 + STEPS_PER_ROUND * config.rounds,
+    }
+    try:
+        with (
+            EvalPool(config.workers) as pool,
+            closing(sqlite3.connect(rundir.checkpoint_path, check_same_thread=False)) as conn,
+        ):
+            ctx: RunContext = run_context(
+                config, task, rundir, pool, interpreter=not machine_has_cuda()
+            )
+            announce_models(ctx)
+            app = compile_graph(sqlite_saver(conn), chat=config.chat)
+            snapshot = app.get_state(thread)
+            if snapshot.values and not snapshot.next:
+                rundir.event("note", message="the run had already finished: nothing to resume")
+                return rundir.read_run()
+            rundir.update_run(status="running", waiting_for=None)
+            start: Any = {"run_id": rundir.run_id, "round": 0}
+            if snapshot.values:
+                start = Command(resume=answer) if answer is not None else None
+            # durability="sync": each step's checkpoint is on disk before the next step starts,
+            # so a kill -9 loses at most the step in flight (finished Send branches included).
+            app.invoke(start, thread, context=ctx, durability="sync")
+            waiting = app.get_state(thread).interrupts
+            if waiting:  # chat mode: paused for the person's next message
+                rundir.update_run(status="waiting", waiting_for=waiting[0].value)
+    except BaseException as e:
+        rundir.update_run(status="failed", error=f"{type(e).__name__}: {e}")
+        raise
+    return rundir.read_run()
+
+
+def build_graph(*, chat: bool = False) -> StateGraph:
+    """profile -> planner -> coder -(Send)-> tester -> critic -> planner | human | finalize."""
+    builder = StateGraph(RunState, context_schema=RunContext)
+    builder.add_node("profile", profile)
+    builder.add_node("planner", planner)
+    builder.add_node("coder", coder)
+    builder.add_node("tester", tester)
+    builder.add_node("critic", critic)
+    builder.add_node("finalize", finalize)
+
+    # Every run starts by timing the reference and reading its ops.
+    builder.add_edge(START, "profile")
+    # The first plan needs the profile.
+    builder.add_edge("profile", "planner")
+    # The coder writes the round's candidates from the plan.
+    builder.add_edge("planner", "coder")
+    # Fan out: one tester branch per candidate (Send), evaluated concurrently; none -> critic.
+    builder.add_conditional_edges("coder", dispatch_candidates, ["tester", "critic"])
+    # Fan in: the critic runs once every branch of the round has finished.
+    builder.add_edge("tester", "critic")
+    if chat:
+        builder.add_node("human", human, destinations=("planner", "finalize"))
+        # The critic's verdict goes to the person, or ends the run when a budget is spent.
+        builder.add_conditional_edges("critic", after_critic_chat, ["human", "finalize"])
+    else:
+        # Another round, or stop: the critic recorded why.
+        builder.add_conditional_edges("critic", after_critic, ["planner", "finalize"])
+    # The best verified kernel (or "the reference stays") is written, and the run ends.
+    builder.add_edge("finalize", END)
+    return builder

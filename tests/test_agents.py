@@ -1,0 +1,376 @@
+"""Unit tests of the agents: configuration, code extraction, tunables and the sweep, the critic's
+rules, convergence, duplicates, usage, the coder's prompt and its one follow-up."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+from fake_openai import reply
+from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
+
+from kernelwright.agents import coder as coder_mod
+from kernelwright.agents.config import RunConfig, parse_duration, resolve_config
+from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
+from kernelwright.agents.llm import UsageLedger
+from kernelwright.agents.state import (
+    AgentUsage,
+    Candidate,
+    Critique,
+    Idea,
+    Plan,
+    Usage,
+    add_usage,
+    best_candidate,
+)
+from kernelwright.agents.tester import evaluate_candidate, sweep, tunables, with_values
+from kernelwright.sandbox import checks
+from kernelwright.sandbox.results import Correctness, EvalResult, KernelStats, Mismatch, Roofline
+
+pytest_plugins = ["fake_openai"]
+
+GELU = (EXAMPLES / "gelu.py").read_text()
+CONTINUE = Critique(summary="go on", verdict="continue")
+
+
+# -- configuration --------------------------------------------------------------------------------
+def test_config_flags_beat_environment_beat_defaults() -> None:
+    env = {
+        "KERNELWRIGHT_ROUNDS": "7",
+        "KERNELWRIGHT_PATIENCE": "4",
+        "KERNELWRIGHT_TIME_BUDGET": "30m",
+    }
+    config, sources = resolve_config({"rounds": 2, "patience": None}, env)
+    assert (config.rounds, sources["rounds"]) == (2, "flag")
+    assert (config.patience, sources["patience"]) == (4, "env")
+    assert (config.time_budget_s, sources["time_budget_s"]) == (1800.0, "env")
+    assert (config.candidates, sources["candidates"]) == (RunConfig().candidates, "default")
+
+
+def test_role_models_follow_the_same_precedence() -> None:
+    env = {"KERNELWRIGHT_MODEL": "env-all", "KERNELWRIGHT_CODER_MODEL": "env-coder"}
+    config, _ = resolve_config({}, env)
+    assert [config.model_for(r) for r in ("planner", "coder", "critic")] == [
+        "env-all",
+        "env-coder",
+        "env-all",
+    ]
+    # --model on the command line beats a role's environment variable...
+    config, _ = resolve_config({"model": "flag-all"}, env)
+    assert config.model_for("coder") == "flag-all"
+    # ...and a role's own flag beats --model.
+    config, _ = resolve_config({"model": "flag-all", "critic_model": "flag-critic"}, env)
+    assert (config.model_for("coder"), config.model_for("critic")) == ("flag-all", "flag-critic")
+
+
+def test_bad_environment_value_names_the_variable() -> None:
+    with pytest.raises(ValueError, match="KERNELWRIGHT_ROUNDS"):
+        resolve_config({}, {"KERNELWRIGHT_ROUNDS": "many"})
+
+
+@pytest.mark.parametrize(
+    "text, seconds", [("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("1h30m", 5400.0)]
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_parse_duration_rejects_garbage() -> None:
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration("soon")
+
+
+# -- reading the coder's replies ------------------------------------------------------------------
+def test_extract_code_takes_the_block_defining_modelnew() -> None:
+    text = f"Here is a helper:\n```python\nx = 1\n```\nAnd the file:\n```python\n{GELU}```\nDone."
+    assert coder_mod.extract_code(text) == GELU.strip() + "\n"
+    assert coder_mod.extract_code("I think you should fuse the ops.") is None
+
+
+def test_source_problem_names_the_rule_and_line() -> None:
+    rule, problem = coder_mod.source_problem(None)
+    assert rule == "no-code" and "```python" in problem
+    bad = GELU.replace("import triton\n", "import triton\nimport os\n")
+    rule, problem = coder_mod.source_problem(bad)
+    line = bad.splitlines().index("import os") + 1
+    assert rule == "import" and f"line {line}: [import]" in problem
+    assert coder_mod.source_problem(GELU) == (None, None)
+
+
+# -- tunables and the sweep -----------------------------------------------------------------------
+def test_tunables_are_read_from_tune_comments() -> None:
+    found = {t.name: (t.value, t.options) for t in tunables(GELU)}
+    assert found == {
+        "BLOCK_SIZE": (1024, (256, 512, 1024, 2048, 4096)),
+        "NUM_WARPS": (4, (2, 4, 8)),
+    }
+
+
+def test_with_values_rewrites_in_place_and_keeps_the_comment() -> None:
+    tuned = with_values(GELU, {"BLOCK_SIZE": 256})
+    ast.parse(tuned)
+    assert "BLOCK_SIZE = 256  # tune: 256, 512, 1024, 2048, 4096" in tuned
+    assert {t.name: t.value for t in tunables(tuned)} == {"BLOCK_SIZE": 256, "NUM_WARPS": 4}
+    assert tuned.replace("= 256  #", "= 1024  #") == GELU
+
+
+def _block_time(source: str) -> float:
+    """A fake GPU: BLOCK_SIZE 2048 is fastest; NUM_WARPS 8 helps a little."""
+    values = {t.name: t.value for t in tunables(source)}
+    ms = {256: 4.0, 512: 2.0, 1024: 1.0, 2048: 0.5, 4096: 0.8}[values["BLOCK_SIZE"]]
+    return ms * (0.9 if values["NUM_WARPS"] == 8 else 1.0)
+
+
+def test_sweep_keeps_the_fastest_verified_values_within_its_limit(tmp_path) -> None:
+    pool = FakePool(lambda src: ok_result(median_ms=_block_time(src), eager_ms=2.0))
+    ctx = make_context(tmp_path, pool, interpreter=False)
+    best, result, trials = sweep(ctx, GELU, ok_result(1.0, 2.0), limit=6)
+    assert {t.name: t.value for t in tunables(best)} == {"BLOCK_SIZE": 2048, "NUM_WARPS": 8}
+    assert result.timings.candidate.median_ms == pytest.approx(0.45)
+    assert len(pool.calls) == len(trials) == 6  # 4 other block sizes, then 2 of the 3 warps
+
+
+def test_sweep_never_keeps_an_incorrect_variant(tmp_path) -> None:
+    def verdict(src: str) -> EvalResult:
+        if "BLOCK_SIZE = 2048" in src:
+            return EvalResult(status="incorrect", rule="mismatch", message="wrong")
+        return ok_result(median_ms=_block_time(src), eager_ms=2.0)
+
+    best, _, _ = sweep(make_context(tmp_path, FakePool(verdict)), GELU, ok_result(1.0), limit=4)
+    assert "BLOCK_SIZE = 4096" in best  # 0.8 ms: the fastest that is also correct
+
+
+def test_tester_skips_the_sweep_when_times_mean_nothing(tmp_path) -> None:
+    pool = FakePool()
+    ctx = make_context(tmp_path, pool)
+    cand = evaluate_candidate(ctx, Candidate(round=1, index=1, source=GELU))
+    assert cand.status == "ok" and cand.tuned_source is None and len(pool.calls) == 1
+    assert (ctx.rundir.candidate_dir(1, 1) / "result.json").is_file()
+    skipped = [e for e in ctx.rundir.events() if e["event"] == "candidate.tune_skipped"]
+    assert "not meaningful" in skipped[0]["why"]
+
+
+# -- the critic's rules ---------------------------------------------------------------------------
+def _cand(round_no: int, index: int, result: EvalResult, source: str = GELU) -> Candidate:
+    return Candidate(
+        round=round_no,
+        index=index,
+        source=source,
+        status=result.status,
+        rule=result.rule,
+        summary=result.summary(),
+        result=result.to_dict(),
+    )
+
+
+def test_feedback_on_a_tail_mismatch_points_at_masks() -> None:
+    mm = Mismatch("out", 8, 40000, 0.5, 1.0, (((15, 2496), 0.0, 0.4),))
+    res = EvalResult(status="incorrect", rule="mismatch", correctness=Correctness(mismatch=mm))
+    fb = rule_feedback(_cand(1, 1, res), {})
+    assert "a few of 40000" in fb.problem and "masks" in fb.problem and "[15, 2496]" in fb.problem
+
+
+def test_mismatch_text_is_stable_across_random_inputs() -> None:
+    """Fresh seeds change exact counts and errors; the prompt text must not change with them."""
+
+    def text(count: int, err: float) -> str:
+        mm = Mismatch("out", count, 40000, err, 1.0, (((0, count % 7), 1.0, 2.0),))
+        res = EvalResult(status="incorrect", rule="mismatch", correctness=Correctness(mismatch=mm))
+        return rule_feedback(_cand(1, 1, res), {}).problem
+
+    assert text(27801, 0.0132) == text(27746, 0.0131) == text(27837, 0.0129)
+    assert "about 70% of 40000" in text(27801, 0.0132)
+
+
+def test_feedback_on_a_runtime_error_quotes_the_line() -> None:
+    line = (
+        GELU.splitlines().index("    y = torch.empty_like(x)  # a fresh output on every call") + 1
+    )
+    message = (
+        f'Traceback:\n  File "/tmp/w/candidate.py", line {line}, in gelu_tanh\nRuntimeError: boom'
+    )
+    fb = rule_feedback(_cand(1, 1, EvalResult(status="runtime_error", message=message)), {})
+    assert (
+        f"line {line}: `y = torch.empty_like(x)" in fb.problem
+        and "RuntimeError: boom" in fb.problem
+    )
+
+
+def test_feedback_on_a_verified_kernel_names_spills_and_roofline() -> None:
+    res = EvalResult(
+        status="ok",
+        speedup_eager=1.5,
+        timings=ok_result(1.0, 1.5).timings,
+        roofline=Roofline(1, 1, 1.0, 1.0, 0.3, "memory", fraction=0.3),
+        kernels=(KernelStats("_k", registers=255, spills=64),),
+    )
+    fb = rule_feedback(_cand(1, 1, res), {"limiter": "memory"})
+    assert "1.50x" in fb.problem and "30%" in fb.problem and "spills 64" in fb.problem
+
+
+# -- convergence ----------------------------------------------------------------------------------
+def _state(cands: list[Candidate], round_no: int, meaningful: bool = False) -> dict:
+    return {"round": round_no, "candidates": cands, "profile": {"timing_meaningful": meaningful}}
+
+
+def test_patience_counts_rounds_since_the_last_real_gain(tmp_path) -> None:
+    online = make_context(tmp_path, FakePool(), RunConfig(model="m", patience=2, margin=0.05))
+    online.llm = {r: online.llm[r].__class__(model="m", api_key="k") for r in online.llm}
+    fast = [_cand(1, 1, ok_result(1.0, 2.0)), _cand(2, 1, ok_result(0.98, 2.0))]  # +2%: noise
+    assert last_improvement(fast, 0.05, True) == 1
+    state = _state(fast, 2, meaningful=True)
+    assert stop_decision(state, online, Usage(), 0.0, CONTINUE) is None
+    state = _state([*fast, _cand(3, 1, ok_result(1.0, 2.0))], 3, meaningful=True)
+    assert stop_decision(state, online, Usage(), 0.0, CONTINUE)[0] == "patience"
+
+
+def test_stop_reasons(tmp_path) -> None:
+    config = RunConfig(model="m", rounds=9, budget_tokens=100, roofline_target=0.8)
+    ctx = make_context(tmp_path, FakePool(), config)
+    ctx.llm = {r: ctx.llm[r].__class__(model="m", api_key="k") for r in ctx.llm}
+    spent = Usage(per_agent={"coder": AgentUsage(prompt_tokens=90, completion_tokens=20)})
+    assert stop_decision(_state([], 1), ctx, spent, 0.0, CONTINUE)[0] == "tokens"
+    near = EvalResult(
+        status="ok",
+        speedup_eager=3.0,
+        timings=ok_result(1.0, 3.0).timings,
+        roofline=Roofline(1, 1, 1.0, 1.0, 0.85, "memory", fraction=0.85),
+    )
+    assert stop_decision(_state([_cand(1, 1, near)], 1, True), ctx, Usage(), 0, CONTINUE)[0] == (
+        "roofline"
+    )
+    # The critic may stop the run only once something verified exists.
+    stop = CONTINUE.model_copy(update={"verdict": "stop"})
+    assert stop_decision(_state([], 1), ctx, Usage(), 0.0, stop) is None
+    ok = [_cand(1, 1, ok_result())]
+    assert stop_decision(_state(ok, 1), ctx, Usage(), 0.0, stop)[0] == "critic"
+    assert stop_decision(_state([], 9), ctx, Usage(), 0.0, CONTINUE)[0] == "rounds"
+
+
+def test_offline_coder_stops_when_it_has_nothing_new(tmp_path) -> None:
+    ctx = make_context(tmp_path, FakePool())
+    assert stop_decision(_state([], 1), ctx, Usage(), 0.0, CONTINUE)[0] == "no-candidate"
+    ok = [_cand(1, 1, ok_result())]
+    assert stop_decision(_state(ok, 1), ctx, Usage(), 0.0, CONTINUE)[0] == "exhausted"
+
+
+def test_best_is_verified_and_beats_the_reference() -> None:
+    slow, fast = _cand(1, 1, ok_result(2.0, 1.0)), _cand(2, 1, ok_result(0.5, 1.0))
+    wrong = _cand(2, 2, EvalResult(status="incorrect", rule="mismatch", speedup_eager=9.0))
+    assert best_candidate([slow, wrong], timing_meaningful=True) is None
+    assert best_candidate([slow, fast, wrong], timing_meaningful=True) is fast
+    # Interpreter: no speed to compare; the first verified one.
+    assert best_candidate([wrong, slow, fast], timing_meaningful=False) is slow
+
+
+def test_duplicates_are_not_evaluated_twice() -> None:
+    done = _cand(1, 1, ok_result())
+    drafts = [Candidate(round=2, index=i, source=GELU) for i in (1, 2)]
+    drafts.append(Candidate(round=2, index=3, source=GELU.replace("1024", "512", 1)))
+    out = coder_mod.mark_duplicates(drafts, [done])
+    assert [c.status for c in out] == ["duplicate", "duplicate", "pending"]
+    assert out[0].duplicate_of == "round_01/cand_1" and out[0].result == done.result
+
+
+def test_usage_reducer_sums_per_agent() -> None:
+    a = Usage(per_agent={"coder": AgentUsage(calls=1, prompt_tokens=10, cost_usd=0.5)})
+    b = Usage(
+        per_agent={"coder": AgentUsage(calls=2, prompt_tokens=5), "critic": AgentUsage(calls=1)}
+    )
+    total = add_usage(a, b)
+    assert total.per_agent["coder"].calls == 3 and total.per_agent["coder"].prompt_tokens == 15
+    assert total.total.calls == 4 and total.to_dict()["cost_usd"] == 0.5
+
+
+# -- the coder's prompt and follow-up -------------------------------------------------------------
+PLAN = Plan(summary="fuse it", ideas=[Idea(title="one kernel", approach="one pass")])
+
+
+def test_coder_prompt_states_the_contract_and_every_rule(tmp_path) -> None:
+    ctx = make_context(tmp_path, FakePool())
+    state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
+    messages = coder_mod.coder_messages(state, ctx, PLAN, PLAN.ideas[0], 1, 1)
+    text = json.dumps([str(s.text) for m in messages for s in m["content"]])
+    for rule in [*checks.RULES, *checks.GUARD_RULES]:
+        assert f"`{rule}`" in text, rule
+    assert "class ModelNew(nn.Module)" in text and "def get_inputs" in text
+    assert "### gelu" in text  # the example named after the task's op comes first
+
+
+def test_coder_gets_one_follow_up_naming_the_problem(tmp_path, fake_openai) -> None:
+    fake_openai.route(
+        "You are the coder",
+        [reply("Let me think about tiling first."), reply("Still thinking.")],
+    )
+    ctx = make_context(tmp_path, FakePool(), RunConfig())
+    state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
+    cand = coder_mod.llm_candidate(ctx.client("coder", UsageLedger()), state, ctx, PLAN, 1)
+    assert len(fake_openai.chat_requests) == 2
+    assert "no ```python code block" in fake_openai.chat_requests[1].last_user
+    # One follow-up only: the second reply has no code either, so the candidate has failed.
+    assert (cand.status, cand.followup) == ("no_code", True)
+    reply_md = (ctx.rundir.candidate_dir(1, 1) / "reply.md").read_text()
+    assert "Let me think" in reply_md and "Still thinking" in reply_md
+
+
+def test_a_file_still_breaking_a_rule_goes_to_the_evaluator_for_its_verdict(
+    tmp_path, fake_openai
+) -> None:
+    bad = GELU.replace("import triton\n", "import triton\nimport os\n")
+    fake_openai.route("You are the coder", [reply(f"```python\n{bad}```")] * 2)
+    ctx = make_context(tmp_path, FakePool(), RunConfig())
+    state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
+    cand = coder_mod.llm_candidate(ctx.client("coder", UsageLedger()), state, ctx, PLAN, 1)
+    assert (cand.status, cand.followup) == ("pending", True) and "[import]" in cand.problem
+    assert "import os" in (ctx.rundir.candidate_dir(1, 1) / "kernel.py").read_text()
+
+
+def test_a_fixed_follow_up_goes_to_the_evaluator(tmp_path, fake_openai) -> None:
+    bad = GELU.replace("import triton\n", "import triton\nimport os\n")
+    fake_openai.route(
+        "You are the coder", [reply(f"```python\n{bad}```"), reply(f"```python\n{GELU}```")]
+    )
+    ctx = make_context(tmp_path, FakePool(), RunConfig())
+    state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
+    cand = coder_mod.llm_candidate(ctx.client("coder", UsageLedger()), state, ctx, PLAN, 1)
+    line = bad.splitlines().index("import os") + 1
+    assert f"line {line}: [import]" in fake_openai.chat_requests[1].last_user
+    assert (cand.status, cand.followup, cand.source) == ("pending", True, GELU.strip() + "\n")
+
+
+# -- the interpreter's smaller sizes --------------------------------------------------------------
+BIG_TASK = """import torch
+import torch.nn as nn
+
+batch_size = 4096
+dim = 8192
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_without_cuda_a_big_task_is_shrunk_unless_shapes_were_given(tmp_path) -> None:
+    from kernelwright.agents.rundir import shrunk_for_interpreter
+    from kernelwright.sandbox.task import input_bytes, load_task
+
+    path = tmp_path / "big.py"
+    path.write_text(BIG_TASK)
+    config, task, note = shrunk_for_interpreter(RunConfig(), load_task(path))
+    assert input_bytes(task) <= RunConfig().cpu_input_bytes < input_bytes(load_task(path))
+    assert config.shapes == task.overrides and "shrunk to" in note
+    given = RunConfig(shapes={"batch_size": 64})
+    config, task, note = shrunk_for_interpreter(given, load_task(path, given.shapes))
+    assert config is given and task.sizes == {"batch_size": 64, "dim": 8192}
+    assert "from --shape" in note
