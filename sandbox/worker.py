@@ -1106,6 +1106,8 @@ def _candidate_traceback(e: BaseException, path: str) -> str:
 
 
 def _is_compile_error(e: BaseException) -> bool:
+    """Triton rejected the kernel's source (on a GPU at compile time; under the interpreter, a
+    language error raised from triton/language, which InterpreterError wraps)."""
     names = {c.__name__ for c in type(e).__mro__}
     if names & {
         "CompilationError",
@@ -1115,10 +1117,16 @@ def _is_compile_error(e: BaseException) -> bool:
         "UnsupportedLanguageConstruct",
     }:
         return True
-    # Under the interpreter, language errors (non-power-of-2 arange, shape mismatches in tl
-    # ops) surface as plain exceptions raised from triton/language.
-    tb = traceback.extract_tb(e.__traceback__)
-    return any(f"{os.sep}triton{os.sep}language{os.sep}" in f.filename for f in tb[-3:])
+    language = f"{os.sep}triton{os.sep}language{os.sep}"
+    for err in (e, e.__cause__):
+        if err is None:
+            continue
+        tb = traceback.extract_tb(err.__traceback__)
+        if any(language in f.filename for f in tb[-3:]):
+            return True
+        if isinstance(err, AttributeError) and "triton.language" in str(err):
+            return True  # tl.foo: no such function
+    return False
 
 
 def _is_cuda_fault(e: BaseException) -> bool:
