@@ -41,10 +41,13 @@ def _wrap(cls: type) -> None:
     original = cls.run
 
     def run(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        # Counted once the launch returned: a launch that raised (and that a fallback caught)
+        # did not run a kernel.
         if not kwargs.get("warmup", False):
             _counts[id(self)] += 1
             _kernels[id(self)] = self
-        return original(self, *args, **kwargs)
+        return out
 
     run.__wrapped__ = original  # type: ignore[attr-defined]
     run.__name__ = "run"

@@ -428,6 +428,8 @@ class Worker:
             raise Verdict("rejected", v.message, rule=v.rule, recycle=True)
         diff = checks.integrity_diff(self.snapshot, checks.integrity_snapshot())
         if diff:
+            # Put back what was patched first: a patched builtin could break our own reply.
+            checks.integrity_restore(self.snapshot)
             rule, what = diff[0]
             raise Verdict(
                 "rejected",
@@ -623,8 +625,14 @@ class Evaluation:
             )
         if _is_compile_error(e):
             return Verdict("compile_error", f"Triton compilation failed while {what}:\n{text}")
+        text_lower = str(e).lower()
         if isinstance(e, getattr(self.torch.cuda, "OutOfMemoryError", ())) or (
-            isinstance(e, RuntimeError) and "out of memory" in str(e).lower()
+            isinstance(e, (RuntimeError, MemoryError))
+            and (
+                "out of memory" in text_lower
+                or "can't allocate memory" in text_lower
+                or isinstance(e, MemoryError)
+            )
         ):
             return Verdict(
                 "runtime_error", f"out of memory while {what}:\n{text}", rule="memory", recycle=True
@@ -1012,7 +1020,10 @@ class Evaluation:
         self.first_inputs = None
         gc.collect()
         if self.w.cuda:
-            self.torch.cuda.empty_cache()
+            # After a CUDA fault the context is sticky-broken and this re-raises it; the verdict
+            # (runtime_error, cuda-fault) is already made and the worker will be replaced.
+            with contextlib.suppress(Exception):
+                self.torch.cuda.empty_cache()
 
 
 # -- small pure helpers ----------------------------------------------------------------------------

@@ -1,0 +1,211 @@
+"""The exploit zoo: every file in tests/adversarial/ must get the verdict (status and rule) below.
+
+Each exploit runs with the static checks on, and, where the runtime layer matters, again with
+`unsafe_skip_static_checks=True` to show that the audit hook, the allowlisted environment, the
+rlimits, the watchdog and the output checks hold on their own. All cases are submitted to one
+module-scoped pool at once, so warm workers share the work; each test waits for its own result.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelwright.sandbox import EvalConfig, EvalPool
+
+HERE = Path(__file__).resolve().parent
+ZOO = HERE / "adversarial"
+AFFINE = HERE / "tasks" / "zoo_affine.py"
+MATMUL = HERE / "tasks" / "zoo_matmul.py"
+CUDA = torch.cuda.is_available()
+WILD_POINTER = ("runtime_error", "cuda-fault") if CUDA else ("crashed", "signal")
+
+# A provider key in the evaluator's own environment: no candidate may ever see it.
+SECRET_NAME, SECRET_VALUE = "OPENAI_API_KEY", "sk-kernelwright-zoo-0123456789abcdef"
+ESCAPED_FILE = "kernelwright-zoo-escaped.txt"
+
+
+@dataclass(frozen=True)
+class Case:
+    exploit: str  # tests/adversarial/<exploit>.py
+    status: str
+    rule: str | tuple[str | None, ...] | None  # a tuple: any of these rules
+    runtime_only: bool = False  # unsafe_skip_static_checks: the runtime layer on its own
+    task: Path = AFFINE
+    config: dict = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        rules = self.rule if isinstance(self.rule, tuple) else (self.rule,)
+        mode = "runtime" if self.runtime_only else "full"
+        return f"{self.exploit}-{mode}-{'|'.join(str(r) for r in rules)}"
+
+
+def runtime(exploit: str, status: str, rule, **kw) -> Case:
+    return Case(exploit, status, rule, runtime_only=True, **kw)
+
+
+CASES = [
+    # Caught by the output and input checks (they pass the static rules).
+    Case("allocator_reuse", "incorrect", "nan"),
+    Case("input_mutation", "rejected", "input-mutation"),
+    Case("cached_by_data_ptr", "rejected", "reuse"),
+    Case("cached_by_id", "incorrect", "mismatch"),
+    Case("partial_rows", "incorrect", "mismatch"),
+    Case("hardcoded_sizes", "incorrect", "variant"),
+    Case("stateful_drift", "incorrect", "drift", config={"trials": 1}),
+    Case("persistent_buffer_view", "rejected", "reuse"),
+    Case("pingpong_buffers", "rejected", "reuse"),
+    Case("output_in_buffer", "rejected", "alias"),
+    Case("wrong_dtype", "incorrect", "dtype"),
+    Case("nan_output", "incorrect", "nan"),
+    Case("unlaunched_kernel", "rejected", "no-triton-launch"),
+    # An fp16 GEMM fails the fp32 tolerance on most inputs; what slips through, the float64
+    # precision check catches.
+    Case("fp16_compute", "incorrect", ("mismatch", "precision"), task=MATMUL),
+    # Crashes and hangs: the pool's watchdog and the worker's limits.
+    Case("infinite_loop", "timeout", "wall-time", config={"timeout_s": 20.0}),
+    Case("infinite_loop", "timeout", "cpu-time", config={"cpu_time_s": 3.0, "timeout_s": 300.0}),
+    # CPU: the interpreter dereferences unmapped memory (SIGSEGV); GPU: an illegal address.
+    Case("wild_pointer_kernel", *WILD_POINTER),
+    # The CPU allocator refuses 200 GB at once; a GPU raises OutOfMemoryError ("memory").
+    Case("huge_allocation", "runtime_error", "memory"),
+    # Caught statically...
+    Case("side_stream", "rejected", "stream"),
+    Case("background_thread", "rejected", "import"),
+    Case("lazy_subclass", "rejected", "tensor-subclass"),
+    Case("patched_sync", "rejected", "monkeypatch"),
+    Case("patched_event_timer", "rejected", "monkeypatch"),
+    Case("tf32_flags", "rejected", "precision-flag", task=MATMUL),
+    Case("try_fallback", "rejected", "try"),
+    Case("inherit_model", "rejected", "reference"),
+    Case("call_reference_gc", "rejected", "import"),
+    Case("frame_introspection", "rejected", "import"),
+    Case("sys_modules_patch", "rejected", "import"),
+    Case("print_pass_exit", "rejected", "builtin"),
+    Case("os_exit", "rejected", "import"),
+    Case("segfault_ctypes", "rejected", "import"),
+    Case("env_api_keys", "rejected", "import"),
+    Case("parent_environ", "rejected", "import"),
+    Case("network_socket", "rejected", "import"),
+    Case("write_outside", "rejected", "import"),
+    Case("no_triton_kernel", "rejected", "no-triton"),
+    Case("fork_bomb", "rejected", "import"),
+    Case("builtins_patch", "rejected", "introspection"),
+    # ...and again by the runtime layer alone.
+    runtime("background_thread", "rejected", "thread"),
+    runtime("lazy_subclass", "rejected", "output-type"),
+    runtime("patched_sync", "rejected", "monkeypatch"),
+    runtime("patched_event_timer", "rejected", "monkeypatch"),
+    runtime("tf32_flags", "rejected", "precision-flag", task=MATMUL),
+    runtime("try_fallback", "rejected", "no-triton-launch"),
+    runtime("inherit_model", "runtime_error", None),  # NameError: Model is not in scope
+    runtime("call_reference_gc", "rejected", "sandbox-introspection"),
+    runtime("frame_introspection", "rejected", "sandbox-introspection"),
+    runtime("sys_modules_patch", "rejected", "monkeypatch"),
+    runtime("print_pass_exit", "runtime_error", "exit"),
+    runtime("os_exit", "crashed", "exit"),
+    runtime("segfault_ctypes", "rejected", "sandbox-ctypes"),
+    runtime("env_api_keys", "runtime_error", None),  # "no key found": the environment is clean
+    runtime("parent_environ", "rejected", "sandbox-file"),
+    runtime("network_socket", "rejected", "sandbox-net"),
+    runtime("write_outside", "rejected", "sandbox-file"),
+    runtime("no_triton_kernel", "rejected", "no-triton-launch"),
+    runtime("fork_bomb", "rejected", "sandbox-process"),
+    runtime("builtins_patch", "rejected", "monkeypatch"),
+]
+
+# Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
+BASE = EvalConfig(timing=False, compile_baseline=False, timeout_s=60.0)
+
+
+def config_for(case: Case) -> EvalConfig:
+    return BASE.replace(unsafe_skip_static_checks=case.runtime_only, **case.config)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    saved = os.environ.get(SECRET_NAME)
+    os.environ[SECRET_NAME] = SECRET_VALUE  # workers start from this environment
+    try:
+        with EvalPool(workers=2) as p:
+            yield p
+    finally:
+        if saved is None:
+            os.environ.pop(SECRET_NAME, None)
+        else:
+            os.environ[SECRET_NAME] = saved
+
+
+@pytest.fixture(scope="module")
+def verdicts(pool):
+    """Every case submitted at once; {case id: Future[EvalResult]}."""
+    return {
+        case.id: pool.submit(case.task, (ZOO / f"{case.exploit}.py").read_text(), config_for(case))
+        for case in CASES
+    }
+
+
+def test_every_exploit_file_is_in_the_table():
+    files = {p.stem for p in ZOO.glob("*.py")}
+    assert files == {c.exploit for c in CASES} | {"roofline_memo"}
+    assert len(files) >= 22
+
+
+@pytest.mark.parametrize("path", sorted(ZOO.glob("*.py")), ids=lambda p: p.stem)
+def test_every_exploit_file_says_what_it_exploits(path):
+    first = path.read_text().splitlines()[0]
+    assert first.startswith(("# Exploit", "# Crash")), first
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_exploit_verdict(verdicts, case):
+    result = verdicts[case.id].result(timeout=900)
+    rules = case.rule if isinstance(case.rule, tuple) else (case.rule,)
+    assert (result.status, result.rule in rules) == (case.status, True), result.summary()
+    assert SECRET_VALUE not in result.message
+    if (
+        result.status == "rejected"
+        and not case.runtime_only
+        and result.rule
+        in (
+            "import",
+            "builtin",
+            "introspection",
+            "monkeypatch",
+            "stream",
+            "precision-flag",
+            "try",
+            "reference",
+            "tensor-subclass",
+        )
+    ):
+        assert result.message.startswith("line "), result.message  # the static checker's format
+    if result.rule and result.rule.startswith("sandbox-"):
+        assert "candidate line" in result.message  # the denial points at the candidate's code
+
+
+def test_nothing_escaped_the_sandbox(pool, verdicts):
+    for future in verdicts.values():
+        future.result(timeout=900)
+    assert not (pool.root / ESCAPED_FILE).exists()
+    assert not any(pool.root.glob(f"**/{ESCAPED_FILE}"))
+
+
+def test_keys_are_not_in_the_worker_environment(verdicts):
+    result = verdicts["env_api_keys-runtime-None"].result(timeout=900)
+    assert "no key found" in result.message
+
+
+@pytest.mark.gpu
+def test_memoised_output_under_the_roofline():
+    # 64 Mi fp32 elements: 512 MB in and out, ~0.1 ms at an H200's bandwidth; the memoised calls
+    # take ~20 us (two scalar reads), far under the bound.
+    config = EvalConfig(shapes={"rows": 8192, "cols": 8192}, compile_baseline=False)
+    with EvalPool(workers=1) as pool:
+        result = pool.submit(AFFINE, (ZOO / "roofline_memo.py").read_text(), config).result()
+    assert (result.status, result.rule) == ("rejected", "roofline"), result.summary()
