@@ -1,0 +1,18 @@
+"""Deterministic Triton codegen: trace a task with torch.fx, fuse, and write a candidate file.
+
+    from kernelwright.agents.fusion import generate
+    result = generate("task.py", dtype="fp32")  # or a kernelwright.sandbox.task.Task
+    result.source     # the candidate file (ModelNew + @triton.jit kernels), or None
+    result.reason     # why there is none ("no offline candidate: ..."), or what was fused
+    result.groups     # one readable line per fused group, for the report
+    result.tunables   # {"POINTWISE_BLOCK": (512, 1024, ...), ...}: the file's `# tune:` constants
+
+Modules, in pipeline order: trace (fx + meta-device shapes), normalize (canonical ops, ops.py
+tables, decompositions), symbolic (size-dependent constants), partition (fused groups),
+kernel_pointwise / kernel_row / kernel_split / kernel_matmul (templates, with body, index and
+group_writer), pyforward (ModelNew), assemble (the file), api (generate).
+"""
+
+from .api import FusionResult, generate
+
+__all__ = ["FusionResult", "generate"]

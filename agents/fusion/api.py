@@ -1,0 +1,221 @@
+"""generate(): a task in, a candidate file (or the honest reason there is none) out."""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import ops, taskload
+from .assemble import assemble
+from .group_writer import Emitted, GroupWriter
+from .ir import Graph
+from .kernel_matmul import write_matmul
+from .kernel_pointwise import write_pointwise
+from .kernel_row import write_row
+from .kernel_split import write_split
+from .normalize import normalize
+from .partition import MATMUL, POINTWISE, ROW, SPLIT, Group, partition
+from .pyforward import ForwardWriter, forward_args, init_source
+from .symbolic import bind_constants
+from .trace import Unsupported, build_model, propagate, trace
+from .tunables import TUNABLES
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+WRITERS = {POINTWISE: write_pointwise, ROW: write_row, SPLIT: write_split, MATMUL: write_matmul}
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    """The offline coder's answer for one task."""
+
+    source: str | None
+    reason: str
+    groups: tuple[str, ...] = ()
+    tunables: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.source is not None
+
+
+def generate(task: Any, *, dtype: str = "fp32") -> FusionResult:
+    """A candidate for `task` (a sandbox Task or a path), or None with the reason."""
+    try:
+        ts = taskload.task_source(task)
+        source, groups, tunables = _candidate(ts, dtype)
+    except Unsupported as e:
+        return FusionResult(None, f"no offline candidate: {e}")
+    except Exception as e:  # a codegen bug must not end the run: report it as the reason
+        where = traceback.extract_tb(e.__traceback__)[-1]
+        return FusionResult(
+            None,
+            f"no offline candidate: internal error in the fusion codegen ({type(e).__name__}: "
+            f"{str(e)[:200]} at {Path(where.filename).name}:{where.lineno})",
+        )
+    names = ", ".join(groups)
+    return FusionResult(
+        source,
+        f"{len(groups)} fused group(s): {names}",
+        tuple(groups),
+        {t: TUNABLES[t].choices for t in tunables},
+    )
+
+
+def _candidate(ts: taskload.TaskSource, dtype: str) -> tuple[str, list[str], list[str]]:
+    ns = _namespace(ts, None)
+    graphs, model = _graphs(ts, ns)
+    variant = _variant(ts)
+    if variant is not None:
+        for mode in graphs:
+            bind_constants(graphs[mode], variant[0][mode], model, variant[1])
+    text, groups, tunables = _render(ts, graphs, dtype)
+    if variant is not None:
+        # The candidate written at another size must be the same text: no traced size leaked.
+        other, _, _ = _render(ts, variant[0], dtype)
+        if other != text:
+            raise Unsupported(
+                "forward uses a size that depends on the task's constants in a way the codegen "
+                f"cannot express at run time (the candidate differs at {variant[2]})"
+            )
+    return text, groups, tunables
+
+
+def _variant(ts: taskload.TaskSource) -> tuple[dict[str, Graph], Any, dict] | None:
+    """The graphs at the first of the sandbox's "other shape" sizes the task builds at."""
+    sandbox = taskload._sandbox_task_module()
+    if sandbox is None or ts.task is None:
+        return None
+    for overrides in sandbox.variant_overrides(ts.task)[:3]:
+        try:
+            graphs, model = _graphs(ts, taskload.namespace(ts, overrides))
+        except Exception:
+            continue
+        return graphs, model, overrides
+    return None
+
+
+def _namespace(ts: taskload.TaskSource, overrides: dict[str, int] | None) -> dict[str, Any]:
+    try:
+        return taskload.namespace(ts, overrides)
+    except Exception as e:
+        raise Unsupported(f"the task does not load: {str(e).splitlines()[0][:200]}") from e
+
+
+def _graphs(ts: taskload.TaskSource, ns: dict[str, Any]) -> tuple[dict[str, Graph], Any]:
+    """The canonical graph of the model as constructed ("train": KernelBench calls it without
+    .eval(), though a task may put a submodule in eval mode itself) and after .eval()."""
+    try:
+        m32, in32 = build_model(ns, torch.float32)
+        m16, in16 = build_model(ns, torch.float16)
+    except Exception as e:
+        raise Unsupported(f"Model cannot be built on the meta device: {_first(e)}") from e
+    out: dict[str, Graph] = {}
+    for mode in ("train", "eval"):
+        if mode == "eval":
+            m32.eval()
+            m16.eval()
+        gm32, gm16 = trace(m32, ts.path), trace(m16, ts.path)
+        info32 = propagate(gm32, in32, ts.path)
+        info16 = propagate(gm16, in16, ts.path)
+        out[mode] = normalize(gm32, info32, info16)
+    return out, m32
+
+
+def _render(ts, graphs: dict[str, Graph], dtype: str) -> tuple[str, list[str], list[str]]:
+    init_lines, helper_classes = init_source(ts.source)
+    fwd_args = forward_args(ts.source)
+    emitted: list[Emitted] = []
+    bodies: dict[str, list[str]] = {}
+    summaries: list[str] = []
+    seen: dict[str, Emitted] = {}
+    titles: set[str] = set()
+    for mode, graph in graphs.items():
+        groups = partition(graph)
+        if not groups:
+            raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
+        launchers: dict[int, tuple[str, list]] = {}
+        for g in groups:
+            key = _structure(g, dtype)
+            if key in seen:  # the same group in both modes: one kernel
+                e = seen[key]
+            else:
+                e = seen[key] = _emit(g, dtype, titles)
+                emitted.append(e)
+                summaries.append(e.summary)
+            launchers[id(g)] = (e.launcher, e.outputs)
+        writer = ForwardWriter(graph, groups, launchers)
+        bodies[mode] = writer.statements("        ")
+    model_new = _model_new(init_lines, fwd_args, bodies)
+    tunables = []
+    for e in emitted:
+        tunables += [t for t in e.tunables if t not in tunables]
+    return assemble(emitted, helper_classes, model_new, dtype), summaries, tunables
+
+
+def _emit(g: Group, dtype: str, titles: set[str]) -> Emitted:
+    titles.update(h.lstrip("_") for h in ops.HELPERS)  # launcher names must not shadow helpers
+    base = _title(g)
+    title, i = base, 2
+    while title in titles:
+        title, i = f"{base}_{i}", i + 1
+    titles.add(title)
+    return WRITERS[g.kind](GroupWriter(g, title, dtype))
+
+
+def _structure(g: Group, dtype: str) -> str:
+    """The group's code under a fixed name: equal for the same group in train and eval mode."""
+    e = WRITERS[g.kind](GroupWriter(g, "group", dtype))
+    outs = ",".join(o.name for o in e.outputs)
+    return outs + "\n" + "\n".join("\n".join(b) for b in e.blocks)
+
+
+def _title(g: Group) -> str:
+    labels: list[str] = []
+    for n in g.nodes:
+        label = "".join(c for c in (n.origin or n.op) if c.isalnum() or c == "_").strip("_")
+        label = label.rstrip("0123456789").rstrip("_") or n.op
+        if label not in labels:
+            labels.append(label)
+    return "_".join(labels[:4])[:48].lower() or g.kind
+
+
+def _model_new(init: list[str], args: list[str], bodies: dict[str, list[str]]) -> list[str]:
+    sig = ", ".join(args)
+    lines = [
+        "class ModelNew(nn.Module):",
+        '    """The task\'s model with its forward fused into Triton kernels."""',
+        "",
+    ]
+    lines += init
+    if bodies["train"] == bodies["eval"]:
+        lines += ["", f"    def forward({sig}):"] + bodies["train"]
+        return lines
+    call_args = ", ".join(args[1:])
+    lines += [
+        "",
+        f"    def forward({sig}):",
+        "        # Train and eval mode compute differently (batch statistics vs running ones).",
+        "        if self.training:",
+        f"            return self._forward_train({call_args})",
+        f"        return self._forward_eval({call_args})",
+        "",
+        f"    def _forward_train({sig}):",
+        *bodies["train"],
+        "",
+        f"    def _forward_eval({sig}):",
+        *bodies["eval"],
+    ]
+    return lines
+
+
+def _torch_ops(graph: Graph) -> str:
+    names = [n.origin or n.op for n in graph.nodes if n.kind == "torch"]
+    return ", ".join(dict.fromkeys(names)) or "views"
+
+
+def _first(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0][:200]

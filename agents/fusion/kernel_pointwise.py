@@ -1,0 +1,122 @@
+"""Template: a chain of pointwise ops (any length, broadcast operands) as one flat kernel.
+
+One program handles POINTWISE_BLOCK consecutive elements of the output: every operand is read
+once and every output written once, so the kernel moves the minimum bytes; contiguous operands
+are read at the linear index (vectorised 128-bit loads), broadcast ones through index.access.
+Measured on the H200 (fp32, 1 GiB in + out): 4.19 TB/s for relu, gelu, tanh, mish, selu alike
+(the copy rate is ~4.3 TB/s), and 2.3-5.1x eager on level-2 epilogues (one pass instead of one
+per op).
+"""
+
+from __future__ import annotations
+
+from .group_writer import Emitted, GroupWriter
+from .index import access
+from .ir import PW
+from .pysrc import call, docstring
+
+
+def write_pointwise(w: GroupWriter) -> Emitted:
+    g = w.g
+    domain = g.domain
+    out0 = g.outputs[0]
+    rank = len(domain)
+    runtime = [f"shape[{i}]" for i in range(rank)]
+
+    accesses = {}
+    setup: list[str] = []
+    index_args: list[str] = []
+    index_lines: list[str] = []
+    patterns: dict[str, str] = {}
+    for t in w.tensors:
+        acc = access(t.shape, domain, runtime, "offs", f"{t.name}_i")
+        if acc.kind == "runs":
+            # Operands broadcast the same way share one index computation (bias, mean, rstd).
+            if acc.expr.replace(f"{t.name}_i", "IDX") in patterns:
+                acc.expr = patterns[acc.expr.replace(f"{t.name}_i", "IDX")]
+                acc.args, acc.setup = [], []
+            else:
+                key = acc.expr.replace(f"{t.name}_i", "IDX")
+                index_lines.append(f"    {t.name}_idx = {acc.expr}")
+                patterns[key] = f"{t.name}_idx"
+                index_args += acc.args
+                setup += acc.setup
+                acc.expr = f"{t.name}_idx"
+        accesses[id(t)] = acc
+
+    ptrs = [f"{t.name}_ptr" for t in w.tensors] + [f"{o.name}_ptr" for o in g.outputs]
+    params = ptrs + ["n_elements"] + index_args + [s.name for s in w.scalars]
+    params += ["BLOCK_SIZE: tl.constexpr", "WIDE: tl.constexpr"]
+
+    n_in, n_out = len(w.tensors), len(g.outputs)
+    kernel = ["@triton.jit", *call(f"def {w.kernel}", params, "", ":")]
+    kernel += docstring(f"{w.summary()}: reads {n_in} tensor(s) once, writes {n_out}.", "    ")
+    kernel += [
+        "    pid = tl.program_id(0)",
+        "    if WIDE:  # past 2**31 elements the offsets need 64 bits",
+        "        pid = pid.to(tl.int64)",
+        "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+        "    mask = offs < n_elements",
+    ]
+    kernel += index_lines
+    for t in w.tensors:
+        kernel.append(w.load(t, accesses[id(t)], "mask", "    "))
+    for n in g.nodes:
+        if n.kind == PW:
+            kernel.append(w.pointwise_line(n, "    "))
+    for o in g.outputs:
+        kernel.append(f"    tl.store({o.name}_ptr + offs, {o.name}, mask=mask)")
+
+    args = [t.name for t in w.tensors] + [s.name for s in w.scalars]
+    launcher = call(f"def {w.launcher}", args, "", ":")
+    launcher += docstring(f"{w.summary()}.", "    ")
+    all_full = bool(w.tensors) and all(accesses[id(t)].kind == "full" for t in w.tensors)
+    helpers = set()
+    if all_full:
+        names = ", ".join(t.name for t in w.tensors)
+        launcher += [
+            "    # Operands sharing one dense layout (a transposed input) are read in memory order",
+            "    # and the outputs get that layout, as in eager: no copy. Otherwise, row-major.",
+            f"    if not _same_dense_layout({names}):",
+        ]
+        launcher += [f"        {t.name} = {t.name}.contiguous()" for t in w.tensors]
+        helpers.add("_same_dense_layout")
+        like = w.tensors[0].name
+        for o in g.outputs:
+            launcher.append(f"    {o.name} = torch.empty_like({like}, dtype={w.dtype_expr(o)})")
+        if setup:
+            launcher.append(f"    shape = {like}.shape")
+    else:
+        for t in w.tensors:
+            launcher.append(f"    {t.name} = {t.name}.contiguous()")
+        launcher.append(f"    shape = {w.shape_expr(out0)}")
+        for o in g.outputs:
+            launcher.append(
+                f"    {o.name} = torch.empty(shape, dtype={w.dtype_expr(o)}, "
+                f"device={w.device_expr()})"
+            )
+    launcher.append(f"    n_elements = {out0.name}.numel()")
+    launcher += [f"    {line}" for line in setup]
+    launcher.append("    grid = (triton.cdiv(n_elements, POINTWISE_BLOCK),)")
+    launch_args = (
+        [t.name for t in w.tensors]
+        + [o.name for o in g.outputs]
+        + ["n_elements"]
+        + index_args
+        + [s.name for s in w.scalars]
+        + [
+            "BLOCK_SIZE=POINTWISE_BLOCK",
+            "WIDE=n_elements >= 2**31",
+            "num_warps=POINTWISE_WARPS",
+        ]
+    )
+    launcher += call(f"{w.kernel}[grid]", launch_args, "    ")
+    launcher.append(f"    return {', '.join(o.name for o in g.outputs)}")
+    return Emitted(
+        w.launcher,
+        [kernel, launcher],
+        set(w.body.helpers) | helpers,
+        ["POINTWISE_BLOCK", "POINTWISE_WARPS"],
+        f"pointwise: {w.summary()}",
+        list(g.outputs),
+    )

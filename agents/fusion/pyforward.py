@@ -1,0 +1,315 @@
+"""ModelNew's Python: __init__ copied from the task's Model, forward written from the graph with
+each fused group replaced by a call of its launcher and everything else left to torch."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import operator
+import tokenize
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .ir import INPUT, PARAM, SCALAR, TORCH, Graph, Node
+from .partition import Group
+from .pysrc import LINE, call, fit, literal
+from .trace import Unsupported
+
+OPERATORS = {
+    operator.add: "+",
+    operator.sub: "-",
+    operator.mul: "*",
+    operator.truediv: "/",
+    operator.floordiv: "//",
+    operator.mod: "%",
+    operator.pow: "**",
+    operator.matmul: "@",
+    operator.lt: "<",
+    operator.le: "<=",
+    operator.gt: ">",
+    operator.ge: ">=",
+    operator.eq: "==",
+    operator.ne: "!=",
+    operator.and_: "&",
+    operator.or_: "|",
+}
+ALLOWED_FREE = {"torch", "nn", "F", "math", "super", "self"}
+
+
+# -- __init__ -----------------------------------------------------------------------------------
+
+
+def model_class(source: str) -> ast.ClassDef:
+    for stmt in ast.parse(source).body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
+            return stmt
+    raise Unsupported("the task defines no class Model")
+
+
+def init_source(source: str) -> tuple[list[str], list[list[str]]]:
+    """ModelNew.__init__ (lines, indented for the class) and the helper classes it needs."""
+    tree = ast.parse(source)
+    cls = model_class(source)
+    init = next(
+        (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None
+    )
+    if init is None:
+        raise Unsupported("Model has no __init__ to copy")
+    init = _fix_super(init)
+    defs = {
+        s.name: s
+        for s in tree.body
+        if isinstance(s, (ast.ClassDef, ast.FunctionDef))
+        and s.name not in ("Model", "get_inputs", "get_init_inputs")
+    }
+    needed: list[str] = []
+    _collect_helpers(init, defs, needed)
+    blocks = [_unparse(_fix_super(defs[name])).splitlines() for name in needed]
+    lines = ["    " + line if line else "" for line in _unparse(init).splitlines()]
+    lines = [x for line in lines for x in fit(line)]
+    for line in lines:
+        if len(line) > LINE:
+            raise Unsupported("Model.__init__ has a line too long to copy formatted")
+    return lines, blocks
+
+
+def _collect_helpers(node: ast.AST, defs: dict[str, ast.AST], needed: list[str]) -> None:
+    local = _assigned_names(node)
+    for name in _loaded_names(node):
+        if name in local or name in ALLOWED_FREE or hasattr(builtins, name):
+            continue
+        if name == "Model":
+            raise Unsupported("Model.__init__ refers to Model itself")
+        if name not in defs:
+            raise Unsupported(f"Model.__init__ reads the module-level name {name!r}")
+        if name not in needed:
+            needed.append(name)
+            _collect_helpers(defs[name], defs, needed)
+
+
+def _loaded_names(node: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+
+def _assigned_names(node: ast.AST) -> set[str]:
+    names = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            names.add(n.id)
+        elif isinstance(n, ast.arg):
+            names.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n is not node:
+            names.add(n.name)
+    return names
+
+
+class _SuperFixer(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and node.args:
+            node.args = []
+        return node
+
+
+def _fix_super(node: ast.AST) -> ast.AST:
+    import copy
+
+    node = copy.deepcopy(node)
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        body = node.body
+        first = body[0] if body else None
+        docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        if docstring and isinstance(first.value.value, str) and len(body) > 1:
+            node.body = body[1:]
+    return _SuperFixer().visit(node)
+
+
+def _unparse(node: ast.AST) -> str:
+    """ast.unparse with double-quoted strings, as ruff format writes them."""
+    text = ast.unparse(ast.fix_missing_locations(node))
+    lines = text.splitlines(keepends=True)
+    tokens = tokenize.generate_tokens(io.StringIO(text).readline)
+    for tok in tokens:
+        s = tok.string
+        if tok.type == tokenize.STRING and s.startswith("'") and '"' not in s:
+            (row, col), (row2, col2) = tok.start, tok.end
+            if row == row2:  # same length: positions of later tokens do not move
+                line = lines[row - 1]
+                lines[row - 1] = line[:col] + '"' + s[1:-1] + '"' + line[col2:]
+    return "".join(lines)
+
+
+def forward_args(source: str) -> list[str]:
+    cls = model_class(source)
+    fwd = next(s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "forward")
+    if fwd.args.vararg or fwd.args.kwarg or fwd.args.kwonlyargs:
+        raise Unsupported("Model.forward takes *args/**kwargs")
+    return [a.arg for a in fwd.args.args]
+
+
+# -- forward ------------------------------------------------------------------------------------
+
+
+class ForwardWriter:
+    """Python statements for one graph: launcher calls for groups, torch for the rest."""
+
+    def __init__(self, graph: Graph, groups: list[Group], launchers: dict[int, tuple[str, list]]):
+        self.graph = graph
+        self.groups = groups
+        self.launchers = launchers  # id(group) -> (launcher name, output nodes)
+        self.group_of = {id(n): g for g in groups for n in g.nodes}
+        self.uses_f = False
+
+    def ref(self, n: Node) -> str:
+        if n.kind == PARAM:
+            return "self" + _attr_path(n.attrs["path"])
+        if n.kind == INPUT:
+            return n.attrs["arg"]  # forward's own parameter name (the node's may be renamed)
+        return n.name
+
+    def arg(self, a: Any) -> str:
+        if isinstance(a, Node):
+            return self.ref(a)
+        if isinstance(a, tuple):
+            inner = ", ".join(self.arg(x) for x in a)
+            return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if isinstance(a, list):
+            return "[" + ", ".join(self.arg(x) for x in a) + "]"
+        return literal(a)
+
+    def statements(self, indent: str) -> list[str]:
+        lines = [f"{indent}{stmt}" for _, stmt in self.graph.effects]
+        for unit in self.units():
+            if isinstance(unit, Group):
+                name, outs = self.launchers[id(unit)]
+                # The launcher takes tensors first, then Python scalars (GroupWriter's order).
+                ordered = [a for a in unit.inputs if a.kind != SCALAR]
+                ordered += [a for a in unit.inputs if a.kind == SCALAR]
+                args = [self.ref(a) for a in ordered]
+                targets = ", ".join(o.name for o in outs)
+                lines += call(f"{targets} = {name}", args, indent)
+            else:
+                lines += self.node_lines(unit, indent)
+        lines.append(f"{indent}return {self.output(self.graph.output)}")
+        return lines
+
+    def output(self, out: Any) -> str:
+        if isinstance(out, (tuple, list)):
+            return ", ".join(self.arg(o) for o in out) + ("," if len(out) == 1 else "")
+        return self.arg(out)
+
+    def units(self) -> list[Any]:
+        """Groups and loose nodes in a dependency order (Kahn's, stable in graph order)."""
+        order = {id(n): i for i, n in enumerate(self.graph.nodes)}
+        unit_of: dict[int, Any] = {}
+        units: list[Any] = []
+        for n in self.graph.nodes:
+            if n.kind in (INPUT, PARAM):
+                continue
+            u = self.group_of.get(id(n), n)
+            if id(u) not in {id(x) for x in units}:
+                units.append(u)
+            unit_of[id(n)] = u
+        deps: dict[int, set[int]] = {id(u): set() for u in units}
+        for u in units:
+            nodes = u.nodes if isinstance(u, Group) else [u]
+            for n in nodes:
+                for a in n.tensor_args() + [x for x in _flat(n.kwargs) if isinstance(x, Node)]:
+                    src = unit_of.get(id(a))
+                    if src is not None and src is not u:
+                        deps[id(u)].add(id(src))
+        first = {
+            id(u): min(order[id(n)] for n in (u.nodes if isinstance(u, Group) else [u]))
+            for u in units
+        }
+        done: set[int] = set()
+        out = []
+        pending = sorted(units, key=lambda u: first[id(u)])
+        while pending:
+            for u in pending:
+                if deps[id(u)] <= done:
+                    out.append(u)
+                    done.add(id(u))
+                    pending.remove(u)
+                    break
+            else:
+                raise Unsupported("fused groups depend on each other in a cycle")
+        return out
+
+    def node_lines(self, n: Node, indent: str) -> list[str]:
+        if "expr" in n.attrs:
+            args = [self.arg(a) for a in n.args]
+            return [f"{indent}{n.name} = {n.attrs['expr'].format(*args)}"]
+        if n.kind not in (SCALAR, TORCH):
+            raise Unsupported(f"{n.name} ({n.op}) is in no group")
+        op = n.attrs.get("fx_op")
+        args = [self.arg(a) for a in n.args]
+        kwargs = [f"{k}={self.arg(v)}" for k, v in n.kwargs.items()]
+        target = n.target
+        if op == "call_module":
+            return call(f"{n.name} = self{_attr_path(target)}", args + kwargs, indent)
+        if op == "call_method":
+            head = f"{n.name} = {_obj(args[0])}.{target}"
+            return call(head, args[1:] + kwargs, indent)
+        if target is operator.getitem:
+            return [f"{indent}{n.name} = {_obj(args[0])}[{_index(n.args[1], self)}]"]
+        if target is builtins.getattr:
+            return [f"{indent}{n.name} = {_obj(args[0])}.{n.args[1]}"]
+        if target in OPERATORS and len(args) == 2:
+            return [f"{indent}{n.name} = {args[0]} {OPERATORS[target]} {args[1]}"]
+        if target is operator.neg:
+            return [f"{indent}{n.name} = -{args[0]}"]
+        name = self.function_name(target)
+        return call(f"{n.name} = {name}", args + kwargs, indent)
+
+    def function_name(self, fn: Any) -> str:
+        name = getattr(fn, "__name__", None)
+        if name is None:
+            raise Unsupported(f"cannot name the function {fn!r} in the candidate")
+        for prefix, owner in (
+            ("torch", torch),
+            ("F", F),
+            ("torch.linalg", torch.linalg),
+            ("torch.special", torch.special),
+            ("torch.fft", torch.fft),
+        ):
+            if getattr(owner, name, None) is fn:
+                if prefix == "F":
+                    self.uses_f = True
+                return f"{prefix}.{name}"
+        if getattr(builtins, name, None) is fn:
+            return name
+        raise Unsupported(f"cannot name the function {name} in the candidate")
+
+
+def _obj(text: str) -> str:
+    return (
+        text
+        if text.replace("_", "").replace(".", "").replace("[", "").replace("]", "").isalnum()
+        else f"({text})"
+    )
+
+
+def _index(idx: Any, w: ForwardWriter) -> str:
+    if isinstance(idx, tuple):
+        return ", ".join(_index(i, w) for i in idx) or "()"
+    if isinstance(idx, slice):
+        parts = ["" if v is None else w.arg(v) for v in (idx.start, idx.stop, idx.step)]
+        text = f"{parts[0]}:{parts[1]}"
+        return text + (f":{parts[2]}" if parts[2] else "")
+    if idx is Ellipsis:
+        return "..."
+    return w.arg(idx)
+
+
+def _attr_path(target: str) -> str:
+    return "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in target.split("."))
+
+
+def _flat(v: Any) -> list[Any]:
+    from .ir import flat_args
+
+    return flat_args(v)

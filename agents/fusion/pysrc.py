@@ -1,0 +1,233 @@
+"""Writing Python source that ruff format leaves unchanged: literals, wrapped calls and defs."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+LINE = 100  # ruff's line-length in pyproject.toml
+
+TORCH_DTYPES = {
+    torch.float32: "torch.float32",
+    torch.float16: "torch.float16",
+    torch.bfloat16: "torch.bfloat16",
+    torch.float64: "torch.float64",
+    torch.int64: "torch.int64",
+    torch.int32: "torch.int32",
+    torch.int16: "torch.int16",
+    torch.int8: "torch.int8",
+    torch.uint8: "torch.uint8",
+    torch.bool: "torch.bool",
+}
+
+
+def literal(value: Any) -> str:
+    """A Python literal in ruff-format style (double quotes, torch dtypes by name)."""
+    if isinstance(value, torch.dtype):
+        return TORCH_DTYPES[value]
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else '-float("inf")'
+        if math.isnan(value):
+            return 'float("nan")'
+        return repr(value)
+    if isinstance(value, int):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, torch.device):
+        return f"torch.device({literal(str(value))})"
+    if isinstance(value, slice):
+        return f"slice({literal(value.start)}, {literal(value.stop)}, {literal(value.step)})"
+    if value is Ellipsis:
+        return "..."
+    if isinstance(value, torch.memory_format):
+        return "torch." + str(value).split(".")[-1]
+    if isinstance(value, torch.Size):
+        return literal(tuple(value))
+    raise TypeError(f"no literal for {type(value).__name__}")
+
+
+def call(head: str, items: list[str], indent: str, tail: str = "") -> list[str]:
+    """`head(item, ...)tail` wrapped the way ruff format wraps it, as lines with `indent`."""
+    one = f"{indent}{head}({', '.join(items)}){tail}"
+    if len(one) <= LINE:
+        return [one]
+    inner = indent + "    "
+    hug = f"{inner}{', '.join(items)}"
+    if len(hug) <= LINE and not any("," in i and "(" not in i for i in items):
+        return [f"{indent}{head}(", hug, f"{indent}){tail}"]
+    return [f"{indent}{head}("] + [f"{inner}{i}," for i in items] + [f"{indent}){tail}"]
+
+
+def join_lines(blocks: list[list[str]], blank: int = 2) -> str:
+    """Top-level blocks separated by `blank` empty lines, ending in one newline."""
+    sep = "\n" * (blank + 1)
+    return sep.join("\n".join(b).rstrip("\n") for b in blocks if b) + "\n"
+
+
+def prod(terms: list[str]) -> str:
+    """A product expression of terms, "1" when there are none."""
+    return " * ".join(terms) if terms else "1"
+
+
+def comment_lines(text: str, indent: str) -> list[str]:
+    """A comment wrapped at the line length."""
+    words, lines, cur = text.split(), [], ""
+    width = LINE - len(indent) - 2
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > width:
+            lines.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}" if cur else w
+    if cur:
+        lines.append(cur)
+    return [f"{indent}# {line}" for line in lines]
+
+
+def docstring(text: str, indent: str) -> list[str]:
+    """A docstring on one line when it fits, else wrapped with the closing quotes alone."""
+    one = f'{indent}"""{text}"""'
+    if len(one) <= LINE:
+        return [one]
+    words, lines, cur = text.split(), [], f'{indent}"""'
+    for word in words:
+        candidate = f"{cur}{word}" if cur.endswith('"""') else f"{cur} {word}"
+        # Wrap short of the limit: content that fits one line is kept on one line by ruff.
+        if len(candidate) > LINE - 4 and not cur.endswith('"""'):
+            lines.append(cur)
+            cur = f"{indent}{word}"
+        else:
+            cur = candidate
+    lines.append(cur)
+    lines.append(f'{indent}"""')
+    return lines
+
+
+def split_top(expr: str, sep: str) -> list[str]:
+    """expr split at `sep` where no bracket is open."""
+    parts, depth, cur, i = [], 0, "", 0
+    while i < len(expr):
+        ch = expr[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if depth == 0 and expr.startswith(sep, i):
+            parts.append(cur)
+            cur, i = "", i + len(sep)
+            continue
+        cur += ch
+        i += 1
+    parts.append(cur)
+    return parts
+
+
+def fit(line: str) -> list[str]:
+    """A statement over the line limit wrapped the way ruff format wraps it (calls split at
+    their arguments, other expressions parenthesised and split at + or &)."""
+    if len(line) <= LINE or line.lstrip().startswith("#"):
+        return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    stmt = line.strip()
+    head, eq, expr = stmt.partition(" = ")
+    if not eq:
+        head, expr = "", stmt
+    prefix = f"{head} = " if eq else ""
+    # A single call `f(...)` (optionally followed by .method(...)): split its arguments.
+    opened = expr.find("(")
+    if (
+        opened > 0
+        and expr[:opened]
+        .replace("_", "")
+        .replace(".", "")
+        .replace("[", "")
+        .replace("]", "")
+        .isalnum()
+    ):
+        close = _matching(expr, opened)
+        tail = expr[close + 1 :]
+        if close > 0 and (tail == "" or (tail.startswith(".") and _is_call_chain(tail))):
+            items = [a.strip() for a in split_top(expr[opened + 1 : close], ",") if a.strip()]
+            return call(f"{prefix}{expr[:opened]}", items, indent, tail)
+    inner = indent + "    "
+    if len(inner) + len(expr) <= LINE:
+        return [f"{indent}{prefix}(", f"{inner}{expr}", f"{indent})"]
+    for op in (" | ", " & ", " + ", " - ", " * "):
+        parts = split_top(expr, op)
+        if len(parts) > 1:
+            body = [f"{inner}{parts[0].strip()}"] + [
+                f"{inner}{op.strip()} {p.strip()}" for p in parts[1:]
+            ]
+            return [f"{indent}{prefix}(", *body, f"{indent})"]
+    return [line]
+
+
+def _matching(text: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] in "([{":
+            depth += 1
+        elif text[i] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _is_call_chain(tail: str) -> bool:
+    return tail.count("(") == tail.count(")") and len(tail) < 40
+
+
+def drop_dead(lines: list[str]) -> list[str]:
+    """Remove `name = ...` lines whose name is read nowhere else (ruff's F841), to a fixpoint.
+
+    Templates write some values every kernel variant needs and some only one variant reads (the
+    per-row index when nothing per-row is loaded); this keeps the emitted kernels minimal.
+    """
+    import re
+
+    assign = re.compile(r"^(\s*)([A-Za-z_]\w*) = ")
+    changed = True
+    while changed:
+        changed = False
+        text = "\n".join(lines)
+        for i, line in enumerate(lines):
+            m = assign.match(line)
+            if not m or (
+                not line.rstrip().endswith((")", "]")) and "(" in line and ")" not in line
+            ):
+                continue
+            name = m.group(2)
+            if len(re.findall(rf"\b{name}\b", text)) == 1 and _complete(line):
+                del lines[i]
+                changed = True
+                break
+    return lines
+
+
+def _complete(line: str) -> bool:
+    """The assignment is on one line (brackets balanced)."""
+    return line.count("(") == line.count(")") and line.count("[") == line.count("]")
+
+
+def ruff_formatted(source: str) -> str:
+    """`source` through `ruff format` when ruff is installed (a development dependency); the
+    templates already write formatted code, this catches lines that long names made too long."""
+    import shutil
+    import subprocess
+
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        return source
+    cmd = [ruff, "format", "--line-length", str(LINE), "--stdin-filename", "candidate.py", "-"]
+    try:
+        proc = subprocess.run(cmd, input=source, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return source
+    return proc.stdout if proc.returncode == 0 and proc.stdout else source

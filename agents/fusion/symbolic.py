@@ -1,0 +1,72 @@
+"""Constants that change with the task's sizes, bound to the model attribute they came from.
+
+fx bakes plain Python attributes into the graph: `x * self.scale` with `self.scale = 1 /
+sqrt(head_dim)` traces as `x * 0.125`. Tracing the task at a second size shows which constants
+move; one whose value equals a model attribute at both sizes is read from that attribute at run
+time (a kernel argument), so the candidate is right at every size. One with no such attribute
+stays a literal, and the caller refuses the candidate when the two renderings then differ.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from torch import nn
+
+from .ir import PW, SCALAR, Graph, Node
+
+
+def bind_constants(a: Graph, b: Graph, model_a: nn.Module, model_b: nn.Module) -> None:
+    """Replace, in both graphs, operand constants that differ between them by a read of the
+    model attribute holding them."""
+    if len(a.nodes) != len(b.nodes):
+        return
+    attrs = _numeric_attributes(model_a, model_b)
+    made: dict[str, tuple[Node, Node]] = {}
+    for na, nb in zip(a.nodes, b.nodes):
+        if na.kind != PW or nb.kind != PW or na.op != nb.op or len(na.args) != len(nb.args):
+            continue
+        args_a, args_b = list(na.args), list(nb.args)
+        for i, (ca, cb) in enumerate(zip(args_a, args_b)):
+            if not _number(ca) or not _number(cb) or ca == cb:
+                continue
+            path = attrs.get((ca, cb))
+            if path is None:
+                continue
+            if path not in made:
+                made[path] = (_read(path, ca), _read(path, cb))
+            args_a[i], args_b[i] = made[path]
+        na.args, nb.args = tuple(args_a), tuple(args_b)
+    for ga, (sa, _sb) in ((a, (0, 0)), (b, (1, 1))):
+        for reads in made.values():
+            ga.nodes.insert(0, reads[sa])
+    a.link_users()
+    b.link_users()
+
+
+def _read(path: str, value: Any) -> Node:
+    name = "attr_" + path.replace(".", "_")
+    node = Node(name, SCALAR, "python", (), {"expr": "self." + path, "value": value})
+    return node
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, numbers.Number) and not isinstance(v, bool)
+
+
+def _numeric_attributes(a: nn.Module, b: nn.Module) -> dict[tuple[Any, Any], str]:
+    """(value in a, value in b) -> attribute path, for number attributes of every submodule."""
+    out: dict[tuple[Any, Any], str] = {}
+    mods_b = dict(b.named_modules())
+    for prefix, ma in a.named_modules():
+        mb = mods_b.get(prefix)
+        if mb is None:
+            continue
+        for key, va in vars(ma).items():
+            vb = vars(mb).get(key)
+            if key.startswith("_") or not _number(va) or not _number(vb):
+                continue
+            path = f"{prefix}.{key}" if prefix else key
+            out.setdefault((va, vb), path)
+    return out

@@ -1,0 +1,75 @@
+"""Launch constants the emitted file declares (`NAME = v  # tune: ...`) and their defaults.
+
+Defaults are what we expect to be good on an H200 (132 SMs, ~4.8 TB/s HBM3e, 50 MB L2); the
+tester's sweep tries the listed values and writes the winner back into the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Tunable:
+    default: int
+    choices: tuple[int, ...]
+    why: str
+    # A different default for fp16/bf16 runs (tensor-core tiles), where it differs.
+    half_default: int | None = None
+
+
+TUNABLES: dict[str, Tunable] = {
+    "POINTWISE_BLOCK": Tunable(
+        1024,
+        (512, 1024, 2048, 4096),
+        "Elements per program of a pointwise kernel: 1024 with 4 warps is 8 fp32 per thread, two "
+        "128-bit loads in flight per operand, enough to keep HBM busy (~90% of 4.8 TB/s expected).",
+    ),
+    "POINTWISE_WARPS": Tunable(4, (2, 4, 8), "Warps per pointwise program."),
+    "ROW_MAX_BLOCK": Tunable(
+        16384,
+        (4096, 8192, 16384, 32768),
+        "Rows up to this many elements are reduced in registers in one read (16384 fp32 over "
+        "16 warps is 32 values per thread, within the 128 registers a 512-thread program "
+        "gets); longer rows loop over blocks, one read per pass (online max/sum for softmax "
+        "and block-wise Welford for variance keep it to one statistics pass).",
+    ),
+    "ROW_LOOP_BLOCK": Tunable(
+        2048, (1024, 2048, 4096), "Elements per step when a row is too long for registers."
+    ),
+    "ROW_WARPS": Tunable(
+        0,
+        (0, 4, 8, 16),
+        "Warps per row program; 0 picks from the tile: 4 up to 2048 elements, 8 up to 8192, "
+        "16 above (32 values per thread at most).",
+    ),
+    "SPLIT_PROGRAMS": Tunable(
+        1024,
+        (264, 528, 1024, 2048),
+        "Programs of a split reduction (whole-tensor or per-channel statistics): several per SM "
+        "(132 on an H200) so the single read of the input runs at full bandwidth.",
+    ),
+    "SPLIT_BLOCK": Tunable(2048, (1024, 2048, 4096), "Elements per step of a split reduction."),
+    "MATMUL_BLOCK_M": Tunable(64, (32, 64, 128), "Output tile rows.", half_default=128),
+    "MATMUL_BLOCK_N": Tunable(64, (32, 64, 128, 256), "Output tile columns.", half_default=128),
+    "MATMUL_BLOCK_K": Tunable(32, (16, 32, 64), "Reduction step.", half_default=64),
+    "MATMUL_WARPS": Tunable(4, (4, 8), "Warps per tile.", half_default=8),
+    "MATMUL_STAGES": Tunable(3, (2, 3, 4, 5), "Software-pipelining depth of the K loop."),
+    "MATMUL_TF32X3": Tunable(
+        0,
+        (0, 1),
+        "fp32 inputs: 0 multiplies in exact fp32 (input_precision='ieee', CUDA cores, what "
+        "cuBLAS SGEMM does); 1 uses tf32x3 (three TF32 tensor-core products, error close to "
+        "fp32, several times the throughput on Hopper). Ignored for fp16/bf16 inputs.",
+    ),
+}
+
+
+def declaration(name: str, dtype: str) -> list[str]:
+    """The commented module-level line(s) for one tunable."""
+    from .pysrc import comment_lines
+
+    t = TUNABLES[name]
+    value = t.half_default if (dtype != "fp32" and t.half_default is not None) else t.default
+    choices = ", ".join(str(c) for c in t.choices)
+    return [*comment_lines(t.why, ""), f"{name} = {value}  # tune: {choices}"]

@@ -1,0 +1,34 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Conv2d, then a per-channel bias, a scale and ReLU: the epilogue is pointwise."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, bias_shape):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = x + self.bias
+        x = torch.relu(x) * 0.5
+        return torch.sigmoid(x) - x.tanh()
+
+
+batch_size = 2
+in_channels = 3
+out_channels = 8
+height = 10
+width = 10
+kernel_size = 3
+bias_shape = (out_channels, 1, 1)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, bias_shape]

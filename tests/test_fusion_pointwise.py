@@ -1,0 +1,42 @@
+"""Pointwise chains fused into one kernel, including as the epilogue of a conv left to torch."""
+
+from __future__ import annotations
+
+import torch
+from test_fusion_harness import check_equal
+
+
+def test_conv_epilogue_bias_relu_scale(tmp_path):
+    src = check_equal(
+        "conv_bias_relu",
+        tmp_path,
+        [{}, {"batch_size": 3, "out_channels": 5, "height": 9, "width": 9}],
+    )
+    assert src.count("@triton.jit\ndef _add") == 1  # one kernel for the whole epilogue
+    assert "self.conv(x)" in src
+
+
+def test_every_activation_in_one_kernel(tmp_path):
+    src = check_equal("activations", tmp_path, [{}, {"batch_size": 3, "dim": 37}])
+    assert src.count("_kernel[grid](") == 1
+
+
+def test_broadcast_scalars_where_two_outputs(tmp_path):
+    src = check_equal(
+        "broadcast_where", tmp_path, [{}, {"batch_size": 2, "channels": 5, "length": 9}]
+    )
+    assert src.count("_kernel[grid](") == 1
+
+
+def test_non_contiguous_input(tmp_path):
+    """A transposed input: the launcher reads it through .contiguous(), results unchanged."""
+
+    def transposed(inputs):
+        x = inputs[0]
+        return [x.transpose(0, 1).contiguous().transpose(0, 1), *inputs[1:]]
+
+    check_equal("broadcast_where", tmp_path, [{}], inputs_hook=transposed)
+
+
+def test_fp16_chain(tmp_path):
+    check_equal("conv_bias_relu", tmp_path, [{}], dtype=torch.float16)

@@ -1,0 +1,91 @@
+"""Reductions and normalisations over any dim, with pointwise ops before and after them."""
+
+from __future__ import annotations
+
+import pytest
+from test_fusion_harness import check_equal
+
+# Rows in registers (the defaults), and streamed in blocks of 8 (several passes) at tiny sizes.
+LOOPED = ({}, {"ROW_MAX_BLOCK": 16, "ROW_LOOP_BLOCK": 8})
+SPLITS = ({}, {"SPLIT_PROGRAMS": 3, "SPLIT_BLOCK": 16})
+
+
+def test_softmax_scale_clamp(tmp_path):
+    src = check_equal("softmax", tmp_path, [{}, {"batch_size": 5, "dim": 37}], configs=LOOPED)
+    assert "tl.exp" in src
+
+
+def test_l1_l2_frobenius_norms(tmp_path):
+    src = check_equal("norms", tmp_path, [{}, {"batch_size": 3, "dim": 29}], configs=LOOPED)
+    assert "_partial_kernel" in src  # the Frobenius norm is a whole-tensor split reduction
+
+
+def test_layernorm_residual_gelu(tmp_path):
+    check_equal("layernorm", tmp_path, [{}, {"batch_size": 2, "d1": 3, "d2": 9}], configs=LOOPED)
+
+
+def test_rmsnorm_written_out_over_dim1(tmp_path):
+    src = check_equal(
+        "rmsnorm", tmp_path, [{}, {"batch_size": 3, "dim1": 3, "dim2": 4}], configs=LOOPED
+    )
+    assert "BLOCK_I" in src  # a middle dim: (BLOCK_R, BLOCK_I) tiles
+
+
+def test_sum_mean_max_min_arg_prod(tmp_path):
+    check_equal(
+        "reductions", tmp_path, [{}, {"batch_size": 2, "dim1": 7, "dim2": 5}], configs=LOOPED
+    )
+
+
+def test_log_softmax_dim1_and_logsumexp(tmp_path):
+    check_equal("log_softmax", tmp_path, [{}, {"channels": 7, "width": 5}], configs=LOOPED)
+
+
+def test_masked_cumsum_and_cumprod(tmp_path):
+    check_equal("cumsum", tmp_path, [{}, {"batch_size": 2, "length": 19}], configs=LOOPED)
+
+
+def test_var_std_and_written_out_variance(tmp_path):
+    check_equal("var_std", tmp_path, [{}, {"batch_size": 3, "dim": 20}], configs=LOOPED)
+
+
+def test_manual_softmax(tmp_path):
+    check_equal("manual_softmax", tmp_path, [{}, {"dim": 21}], configs=LOOPED)
+
+
+def test_groupnorm_swish_scale(tmp_path):
+    check_equal(
+        "groupnorm",
+        tmp_path,
+        [{}, {"out_channels": 6, "num_groups": 3, "height": 6}],
+        configs=LOOPED,
+    )
+
+
+def test_instancenorm_relu(tmp_path):
+    check_equal("instancenorm", tmp_path, [{}, {"channels": 3, "width": 5}], configs=LOOPED)
+
+
+@pytest.mark.parametrize("calls", [2])
+def test_batchnorm2d_train_and_eval(tmp_path, calls):
+    """Batch statistics and the running-stat update in training, running stats in eval."""
+    src = check_equal(
+        "batchnorm",
+        tmp_path,
+        [{}, {"batch_size": 2, "out_channels": 5, "width": 6}],
+        modes=(True, False),
+        calls=calls,
+        configs=SPLITS,
+    )
+    assert "if self.training:" in src and "num_batches_tracked.add_(1)" in src
+
+
+def test_batchnorm1d_train_and_eval(tmp_path):
+    check_equal(
+        "batchnorm1d",
+        tmp_path,
+        [{}, {"batch_size": 7, "out_features": 9}],
+        modes=(True, False),
+        calls=2,
+        configs=LOOPED,
+    )
