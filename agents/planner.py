@@ -81,6 +81,8 @@ def profile_of(base: Any, ctx: RunContext) -> dict[str, Any]:
         "compiled_error": timings.compiled_error if timings else None,
         "roofline_ms": roof.bound_ms if roof else None,
         "limiter": roof.limiter if roof else None,
+        "ops": [dataclasses.asdict(o) for o in getattr(base, "ops", ())],
+        "ops_note": getattr(base, "ops_note", ""),
         "environment": dataclasses.asdict(base.environment),
         "sizes": dict(ctx.task.sizes),
         "dtype": ctx.config.dtype,
@@ -109,6 +111,18 @@ def profile_line(prof: dict[str, Any]) -> str:
     if prof["roofline_ms"]:
         parts.append(f"roofline {prof['roofline_ms']:.3g} ms ({prof['limiter']}-bound)")
     return ", ".join(parts)
+
+
+def ops_lines(prof: dict[str, Any]) -> list[str]:
+    """The reference's ops for the prompt: names and calls, and on a GPU each one's share of
+    the time rounded to 5% (exact times would change every run and defeat the reply cache)."""
+    lines = []
+    for op in prof.get("ops") or []:
+        line = f"{op['name']} x{op['calls']}"
+        if prof.get("timing_meaningful"):
+            line += f": ~{round(op['share'] * 20) * 5}% of the time"
+        lines.append(line)
+    return lines
 
 
 # -- planning -------------------------------------------------------------------------------------
@@ -162,6 +176,7 @@ def planner_messages(state: RunState, ctx: RunContext, count: int) -> list[dict[
         roofline_ms=_ms(prof.get("roofline_ms")),
         limiter=prof.get("limiter"),
         fusion_groups=(prof.get("fusion") or {}).get("groups"),
+        ops=ops_lines(prof),
         rounds=rounds,
         critique=critiques[-1].summary if critiques else "",
         best_summary=f"{best.key}: {best.summary}" if best else "",

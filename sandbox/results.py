@@ -278,6 +278,16 @@ def _from_jsonable(tp: Any, data: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class OpTime:
+    """One PyTorch op of the reference forward in the profile (torch.profiler, self time)."""
+
+    name: str
+    calls: int  # per forward call
+    ms: float  # self time per forward call, device time on CUDA, CPU time otherwise
+    share: float  # of the forward's total self time
+
+
+@dataclass(frozen=True)
 class Baseline:
     """Times of a task's reference: PyTorch eager, torch.compile, and its roofline."""
 
@@ -289,6 +299,9 @@ class Baseline:
     shape_overrides: dict[str, int] = field(default_factory=dict)
     timings: Timings | None = None
     roofline: Roofline | None = None
+    # Where the reference spends its time, by op, most expensive first (the planner reads it).
+    ops: tuple[OpTime, ...] = ()
+    ops_note: str = ""
     environment: Environment = field(default_factory=Environment)
     wall_s: float = 0.0
 

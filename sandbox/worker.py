@@ -44,6 +44,7 @@ from .results import (
     EvalResult,
     KernelStats,
     Mismatch,
+    OpTime,
     Timings,
 )
 
@@ -394,13 +395,18 @@ class Worker:
             environment=self.environment,
         )
         try:
-            ctx = self.context(request, config.replace(check_variant=False))
+            # The same context as the candidates' evaluations: profile and first round share
+            # one setup (reference, other shape, torch.compile).
+            ctx = self.context(request, config)
         except Verdict as v:
             return Baseline(status="error", message=v.message, **base)
+        ops, ops_note = self.op_breakdown(ctx)
         if not self.cuda:
             return Baseline(
                 status="ok",
                 timings=_interpreter_timings(),
+                ops=ops,
+                ops_note=ops_note,
                 **base,
                 wall_s=time.monotonic() - started,
             )
@@ -410,8 +416,53 @@ class Worker:
         rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
         rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)
         return Baseline(
-            status="ok", timings=timings, roofline=rf, **base, wall_s=time.monotonic() - started
+            status="ok",
+            timings=timings,
+            roofline=rf,
+            ops=ops,
+            ops_note=ops_note,
+            **base,
+            wall_s=time.monotonic() - started,
         )
+
+    def op_breakdown(self, ctx: TaskContext, calls: int = 3) -> tuple[tuple[OpTime, ...], str]:
+        """Self time per aten op of the reference forward, from torch.profiler, top 12."""
+        from torch.profiler import ProfilerActivity, profile
+
+        from .task import build_inputs
+
+        torch = self.torch
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        inputs = build_inputs(ctx.main.ns, ctx.dtype, self.device, self.rng.randrange(2**31))
+        try:
+            with torch.no_grad():
+                ctx.main.ref(*inputs)  # warm: first calls pay for lazy initialisation
+                with profile(activities=activities) as prof:
+                    for _ in range(calls):
+                        ctx.main.ref(*inputs)
+                    if self.cuda:
+                        torch.cuda.synchronize()
+            rows = []
+            for e in prof.key_averages():
+                if not e.key.startswith("aten::"):
+                    continue
+                if self.cuda:
+                    us = getattr(e, "self_device_time_total", None)
+                    us = getattr(e, "self_cuda_time_total", 0) if us is None else us
+                else:
+                    us = e.self_cpu_time_total
+                if us > 0:
+                    rows.append((e.key, e.count, us))
+        except Exception as e:  # a profiler that does not work here must not fail the baseline
+            return (), f"no op breakdown: torch.profiler failed ({_one_line(e)})"
+        total = sum(us for _, _, us in rows) or 1.0
+        rows.sort(key=lambda r: -r[2])
+        ops = tuple(
+            OpTime(name, max(1, count // calls), us / calls / 1000, us / total)
+            for name, count, us in rows[:12]
+        )
+        where = "device" if self.cuda else "CPU (op mix only: the GPU will differ)"
+        return ops, f"torch.profiler self {where} time over {calls} forward calls"
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -374,3 +374,25 @@ def test_without_cuda_a_big_task_is_shrunk_unless_shapes_were_given(tmp_path) ->
     config, task, note = shrunk_for_interpreter(given, load_task(path, given.shapes))
     assert config is given and task.sizes == {"batch_size": 64, "dim": 8192}
     assert "from --shape" in note
+
+
+def test_planner_sees_where_the_reference_spends_its_time(tmp_path) -> None:
+    from kernelwright.agents.planner import ops_lines, planner_messages
+
+    ops = [
+        {"name": "aten::addmm", "calls": 1, "ms": 0.71, "share": 0.712},
+        {"name": "aten::gelu", "calls": 1, "ms": 0.29, "share": 0.288},
+    ]
+    gpu = {"timing_meaningful": True, "ops": ops}
+    assert ops_lines(gpu) == ["aten::addmm x1: ~70% of the time", "aten::gelu x1: ~30% of the time"]
+    # Without meaningful times only the op mix is shown, and nothing that varies run to run.
+    assert ops_lines({"timing_meaningful": False, "ops": ops}) == [
+        "aten::addmm x1",
+        "aten::gelu x1",
+    ]
+    ctx = make_context(tmp_path, FakePool())
+    from kernelwright.agents.llm import render_messages
+
+    messages = render_messages(planner_messages({"profile": gpu, "round": 0}, ctx, 1))
+    text = json.dumps(messages)
+    assert "aten::addmm x1: ~70% of the time" in text

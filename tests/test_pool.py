@@ -115,6 +115,9 @@ def test_describe_reports_the_environment(pool):
 def test_baseline_on_cpu_says_times_are_not_meaningful(pool):
     b = pool.submit_baseline(TASK, FAST).result()
     assert b.status == "ok" and not b.timings.meaningful
+    # The per-op profile the planner reads: the task is one GELU.
+    assert b.ops and b.ops[0].name == "aten::gelu" and b.ops[0].calls == 1
+    assert abs(sum(o.share for o in b.ops) - 1.0) < 1e-6
 
 
 def test_worker_environment_keeps_no_secrets(tmp_path):
