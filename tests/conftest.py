@@ -14,7 +14,7 @@ except ImportError:  # pragma: no cover - torch is a hard dependency
 if not _HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import pytest  # noqa: E402
+import pytest
 
 # The scripted OpenAI-compatible server every agent test talks to (tests/fake_openai.py).
 pytest_plugins = ["fake_openai"]

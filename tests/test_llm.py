@@ -24,6 +24,7 @@ from fake_openai import (
     reply,
     stall,
 )
+
 from kernelwright.agents import llm
 from kernelwright.agents.llm import (
     ChatClient,
