@@ -29,6 +29,24 @@ def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return text[:head] + marker + text[len(text) - (keep - head) :]
 
 
+class _JsonRecord:
+    """to_dict/from_dict/to_json/from_json for the frozen result dataclasses below."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_jsonable(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        return _from_jsonable(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str):
+        return cls.from_dict(json.loads(text))
+
+
 @dataclass(frozen=True)
 class Timing:
     """Times of one function (candidate, eager or torch.compile) over interleaved calls, in ms."""
@@ -141,7 +159,7 @@ class Environment:
 
 
 @dataclass(frozen=True)
-class EvalResult:
+class EvalResult(_JsonRecord):
     """The evaluator's verdict on one candidate. One per candidate, whatever the candidate did."""
 
     status: Status
@@ -170,20 +188,6 @@ class EvalResult:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        return _to_jsonable(self)
-
-    def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
-        return _from_jsonable(cls, data)
-
-    @classmethod
-    def from_json(cls, text: str) -> EvalResult:
-        return cls.from_dict(json.loads(text))
 
     def summary(self) -> str:
         """One line: status, rule or speedup. For logs and tables."""
@@ -288,7 +292,7 @@ class OpTime:
 
 
 @dataclass(frozen=True)
-class Baseline:
+class Baseline(_JsonRecord):
     """Times of a task's reference: PyTorch eager, torch.compile, and its roofline."""
 
     status: Literal["ok", "error", "timeout", "crashed"]
@@ -311,10 +315,3 @@ class Baseline:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-    def to_dict(self) -> dict[str, Any]:
-        return _to_jsonable(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Baseline:
-        return _from_jsonable(cls, data)

@@ -742,16 +742,35 @@ class Evaluation:
                 blocks.append(t)
         del blocks
 
+    def checked_call(
+        self,
+        model,
+        shape: Shape,
+        args,
+        pristine,
+        what: str,
+        hint: str = "",
+        rule: str | None = None,
+        refs: tuple[Any, Any] | None = None,
+    ):
+        """Call the candidate, then check its inputs and its output against the reference.
+
+        The reference runs after the candidate (unless `refs` are given), so no freed block can
+        hold the right answer for this input when the candidate allocates its output.
+        """
+        out = self.call(model, args, what)
+        self.check_inputs(args, pristine, what)
+        ref, ref64 = refs if refs is not None else self.reference(shape, pristine)
+        self.check_output(out, ref, ref64, args, model, f"{what}{hint}", rule=rule)
+        return out, ref, ref64
+
     def check_trials(self, model) -> None:
         shape = self.ctx.main
         self.shapes_checked.append(shape.sizes)
         for t in range(self.config.trials):
             inputs, pristine = self.fresh_inputs(shape)
             self.poison(shape)
-            out = self.call(model, inputs, f"trial {t + 1}")
-            self.check_inputs(inputs, pristine, f"trial {t + 1}")
-            ref, ref64 = self.reference(shape, pristine)
-            self.check_output(out, ref, ref64, inputs, model, f"trial {t + 1}")
+            _, ref, ref64 = self.checked_call(model, shape, inputs, pristine, f"trial {t + 1}")
             self.trials.append(Trial(pristine, ref, ref64))
             if t == 0:
                 self.first_inputs = inputs
@@ -766,22 +785,19 @@ class Evaluation:
             if isinstance(old, self.torch.Tensor):
                 old.copy_(new)
         pristine = _clone(inputs, self.torch)
-        out = self.call(
-            model, inputs, "the call on the same input tensors refilled with new values"
-        )
-        ref, ref64 = self.reference(shape, pristine)
-        self.check_output(
-            out,
-            ref,
-            ref64,
-            inputs,
+        out, ref, ref64 = self.checked_call(
             model,
-            "the same input tensors refilled with new values (a result cached by "
-            "data_ptr or id would be stale)",
+            shape,
+            inputs,
+            pristine,
+            "the call on the same input tensors refilled with new values",
+            hint=" (a result cached by data_ptr or id would be stale)",
             rule="mismatch",
         )
-        again = self.call(model, _clone(pristine, self.torch), "the determinism check")
-        self.check_output(again, ref, ref64, inputs, model, "the determinism check", rule="drift")
+        args = _clone(pristine, self.torch)
+        again, _, _ = self.checked_call(
+            model, shape, args, pristine, "the determinism check", rule="drift", refs=(ref, ref64)
+        )
         pairs = zip(_tensors(out, self.torch), _tensors(again, self.torch))
         self.deterministic = all(same_bits(a, b) for a, b in pairs)
 
@@ -791,46 +807,39 @@ class Evaluation:
             trial = self.trials[k % len(self.trials)]
             args = _clone(trial.pristine, self.torch)
             what = f"repeated call {k + 1}" + (f" {after}" if after else "")
-            out = self.call(model, args, what)
-            self.check_inputs(args, trial.pristine, what)
-            self.check_output(
-                out,
-                trial.ref,
-                trial.ref64,
-                args,
+            self.checked_call(
                 model,
-                f"{what} (right before, wrong now: state kept across calls?)",
+                self.ctx.main,
+                args,
+                trial.pristine,
+                what,
+                hint=" (right before, wrong now: state kept across calls?)",
                 rule="drift",
+                refs=(trial.ref, trial.ref64),
             )
 
     def check_variant(self) -> None:
         shape = self.ctx.variant
         if shape is None:
             return
+        sizes = _sizes_text(shape.sizes)
         try:
             model = self.build(self.module.ModelNew, shape)
             inputs, pristine = self.fresh_inputs(shape)
             self.poison(shape)
-            out = self.call(model, inputs, f"the other shape {_sizes_text(shape.sizes)}")
-            self.check_inputs(inputs, pristine, "the other shape")
-            ref, ref64 = self.reference(shape, pristine)
-            self.check_output(
-                out,
-                ref,
-                ref64,
-                inputs,
+            self.checked_call(
                 model,
-                f"the other shape {_sizes_text(shape.sizes)} (sizes hard-coded, "
-                "or only part of the output computed?)",
+                shape,
+                inputs,
+                pristine,
+                f"the other shape {sizes}",
+                hint=" (sizes hard-coded, or only part of the output computed?)",
                 rule="variant",
             )
         except Verdict as v:
             if v.status == "incorrect":
                 v.rule = "variant"
-                v.message = (
-                    f"correct at the task's shape, wrong at {_sizes_text(shape.sizes)}: "
-                    + v.message
-                )
+                v.message = f"correct at the task's shape, wrong at {sizes}: {v.message}"
             raise
         self.shapes_checked.append(shape.sizes)
         self.variant_checked = True
