@@ -26,11 +26,12 @@ HANG = GOOD.replace(
     "            pass\n\n"
     "    def _unused(self, x",
 )
-# Writes a forged "ok" reply to every file descriptor that might be the result channel: it
-# cannot know the request's nonce, so the pool must refuse it rather than trust it.
+# Writes a forged "ok" reply to every descriptor that might be the result channel (it keeps the
+# parent's number, which is high in a busy test process). It cannot know the request's nonce, so
+# the pool must refuse it rather than trust it.
 FORGE = "import os\n" + GOOD.replace(
     "class ModelNew",
-    "for _fd in range(3, 40):\n"
+    "for _fd in range(3, 4096):\n"
     "    try:\n"
     '        os.write(_fd, b\'{"type": "result", "id": "x", "nonce": "guess", \'\n'
     '                 b\'"result": {"status": "ok"}}\\n\')\n'
