@@ -105,6 +105,8 @@ def optimize(
                 return rundir.read_run()
             rundir.update_run(status="running", waiting_for=None)
             start: Any = {"run_id": rundir.run_id, "round": 0}
+            if answer is not None:  # chat: the person's first message shapes round 1
+                start["instruction"] = answer
             if snapshot.values:
                 start = Command(resume=answer) if answer is not None else None
             # durability="sync": each step's checkpoint is on disk before the next step starts,
