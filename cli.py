@@ -34,6 +34,15 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _night(text: str) -> str:
+    import datetime as dt
+
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--night expects YYYY-MM-DD, got {text!r}") from None
+
+
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype",
@@ -92,6 +101,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     task = _load_task(args.task, args.shape)
     source = _read_file(args.candidate, "candidate")
     config = _eval_config(args)
+    _no_gpu_note()
     result = evaluate(task, source, config)
     if args.json:
         print(result.to_json(indent=2))
@@ -105,7 +115,9 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from .sandbox.summary import format_baseline
 
     task = _load_task(args.task, args.shape)
-    result = baseline(task, _eval_config(args))
+    config = _eval_config(args)
+    _no_gpu_note()
+    result = baseline(task, config)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
@@ -113,70 +125,396 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     return EXIT_OK if result.ok else EXIT_NEGATIVE
 
 
-def _progress_printer():
-    """A listener printing one line per progress event (rich colours on a terminal)."""
-    from .agents.rundir import format_event
+def _no_gpu_note() -> bool:
+    """Say once, on stderr, that nothing can be timed here; True when that is so."""
+    from .agents.preflight import NO_GPU_NOTE, cuda_available
 
-    if sys.stdout.isatty():
-        from rich.console import Console
+    if cuda_available():
+        return False
+    print(f"kernelwright: {NO_GPU_NOTE}", file=sys.stderr)
+    return True
 
-        console = Console(highlight=False)
-        styles = {"stop": "bold", "finalize": "bold green", "llm.fallback": "yellow"}
 
-        def show(event: dict) -> None:
-            line = format_event(event)
-            if line:
-                console.print(line, style=styles.get(event["event"], ""), markup=False)
+# -- the search commands (optimize, suite, nightly, chat) ---------------------------------------
+def _search_flags(args: argparse.Namespace) -> dict:
+    """RunConfig flags from the shared search options (None: not given on the command line)."""
+    flags = {
+        name: getattr(args, name, None)
+        for name in (
+            "model",
+            "planner_model",
+            "coder_model",
+            "critic_model",
+            "rounds",
+            "candidates",
+            "patience",
+            "margin",
+            "roofline_target",
+            "budget_usd",
+            "budget_tokens",
+            "dtype",
+            "precision",
+            "trials",
+            "workers",
+            "db",
+        )
+    }
+    flags |= {
+        "time_budget_s": getattr(args, "time_budget", None),
+        "shapes": dict(getattr(args, "shape", None) or []) or None,
+        "tune": False if getattr(args, "no_tune", False) else None,
+        "fusion_seed": False if getattr(args, "no_fusion_seed", False) else None,
+        "out_dir": getattr(args, "out", None),
+        "no_cache": True if getattr(args, "no_cache", False) else None,
+    }
+    return flags
 
-        return show
 
-    def show_plain(event: dict) -> None:
-        line = format_event(event)
-        if line:
-            print(line, flush=True)
+def _run_config(args: argparse.Namespace, **overrides):
+    """The RunConfig of a search command (flags, then KERNELWRIGHT_*, then defaults), with the
+    results store beside the runs directory unless --db or KERNELWRIGHT_DB says otherwise."""
+    from .agents.config import resolve_config
+    from .agents.preflight import PreflightError, check_models
+    from .agents.records import default_db_path
 
-    return show_plain
+    try:
+        config, _ = resolve_config({**_search_flags(args), **overrides})
+        check_models(config)
+    except (ValueError, PreflightError) as e:
+        raise UserError(str(e)) from None
+    return config if config.db else config.replace(db=default_db_path(config.out_dir))
+
+
+def _open_store(path: str):
+    import sqlite3
+
+    from .store import Store, StoreError
+
+    try:
+        return Store(path)
+    except (StoreError, sqlite3.Error, OSError) as e:
+        raise UserError(f"cannot open the results store {path}: {e}") from None
+
+
+def _resumed_config(out_dir: str, run_id: str):
+    """A run's own config (to check its models before resuming it)."""
+    from .agents.config import RunConfig
+
+    run_json = Path(out_dir) / run_id / "run.json"
+    if not run_json.is_file():
+        raise UserError(f"no run {run_id!r} under {out_dir} (expected {run_json})")
+    return RunConfig.from_dict(json.loads(run_json.read_text()).get("config") or {})
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from .agents.config import resolve_config
+    from .agents.preflight import PreflightError, check_models
+    from .agents.progress import progress_view
+    from .agents.records import sync_run
     from .agents.rundir import verdict
     from .graph import optimize
     from .sandbox.task import TaskError
 
     if not args.task and not args.resume:
         raise UserError("optimize needs a TASK file, or --resume RUN_ID to continue a run")
-    flags = {
-        "model": args.model,
-        "planner_model": args.planner_model,
-        "coder_model": args.coder_model,
-        "critic_model": args.critic_model,
-        "rounds": args.rounds,
-        "candidates": args.candidates,
-        "patience": args.patience,
-        "margin": args.margin,
-        "roofline_target": args.roofline_target,
-        "budget_usd": args.budget_usd,
-        "budget_tokens": args.budget_tokens,
-        "time_budget_s": args.time_budget,
-        "dtype": args.dtype,
-        "shapes": dict(args.shape) or None,
-        "precision": args.precision,
-        "trials": args.trials,
-        "workers": args.workers,
-        "tune": False if args.no_tune else None,
-        "fusion_seed": False if args.no_fusion_seed else None,
-        "out_dir": args.out,
-        "no_cache": True if args.no_cache else None,
-    }
+    if args.task:
+        _read_file(args.task, "task")
+    config = _run_config(args)
+    db = config.db
+    if args.resume:
+        resumed = _resumed_config(config.out_dir, args.resume)
+        db = resumed.db or db  # its candidates went to its own store: keep the run in one
+        try:  # a resumed run uses its own models: check those
+            check_models(resumed)
+        except PreflightError as e:
+            raise UserError(str(e)) from None
+    store, run = _open_store(db), None
     try:
-        config, _ = resolve_config(flags)
-        run = optimize(config, args.task, resume=args.resume, listeners=[_progress_printer()])
+        with progress_view(sys.stdout) as listener:
+            run = optimize(config, args.task, resume=args.resume, listeners=[listener])
     except (TaskError, ValueError) as e:
         raise UserError(str(e)) from None
+    finally:
+        run_id = run["run_id"] if run else args.resume
+        if run_id and (Path(config.out_dir) / run_id / "run.json").is_file():
+            sync_run(store, Path(config.out_dir) / run_id)
     print(f"run directory: {Path(config.out_dir) / run['run_id']}")
     print(verdict(run))
     return EXIT_OK
+
+
+def cmd_suite(args: argparse.Namespace) -> int:
+    from .agents import suite
+    from .agents.preflight import cuda_available
+    from .graph import optimize
+    from .report import suite_summary
+
+    try:
+        paths = suite.find_tasks(args.tasks)
+    except suite.SuiteError as e:
+        raise UserError(str(e)) from None
+    config = suite.workers_per_job(_run_config(args), args.jobs, cuda_available())
+    _no_gpu_note()
+    if args.jobs > 1 and cuda_available():
+        print(
+            "kernelwright: note: concurrent jobs share the GPUs, so their timings can disturb "
+            "each other; use --jobs 1 for final numbers",
+            file=sys.stderr,
+        )
+    runner = suite.SuiteRunner(optimize, config, sys.stdout, _open_store(config.db))
+    outcomes = runner.run(paths, jobs=args.jobs)
+    print()
+    print("\n".join(suite.summary_lines(suite_summary([o.row for o in outcomes]))))
+    print()
+    print("\n".join(suite.table_lines(outcomes)))
+    files = suite.write_reports(outcomes, Path(config.out_dir))
+    print(f"\nreport: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    errors = [o for o in outcomes if o.error]
+    if errors:
+        print(f"kernelwright: {len(errors)} task(s) could not run: see above", file=sys.stderr)
+    return EXIT_NEGATIVE if errors else EXIT_OK
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from .agents import nightly, suite
+    from .graph import optimize
+    from .report import NIGHTLY_SLOWDOWN
+    from .sandbox.pool import EvalPool
+
+    try:
+        paths = suite.find_tasks(args.suite)
+    except suite.SuiteError as e:
+        raise UserError(str(e)) from None
+    config = _run_config(args)
+    no_gpu = _no_gpu_note()
+    store = _open_store(config.db)
+    night = args.night or nightly.today()
+    with EvalPool(config.workers) as pool:
+        job = nightly.Nightly(
+            optimize,
+            config,
+            store,
+            pool,
+            sys.stdout,
+            night=night,
+            slowdown=NIGHTLY_SLOWDOWN if args.slowdown is None else args.slowdown,
+            search=not args.no_search,
+            cuda=not no_gpu,
+        )
+        outcomes = job.run(paths)
+    report_dir = Path(args.report or Path(config.db).parent / "nightly" / night)
+    files = job.write_report(outcomes, report_dir)
+    bad = nightly.failed(outcomes)
+    print(f"report: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    if bad:
+        print(
+            f"kernelwright: nightly {night}: {len(bad)} of {len(outcomes)} task(s) regressed or "
+            f"failed: {', '.join(o.label for o in bad)}",
+            file=sys.stderr,
+        )
+        return EXIT_NEGATIVE
+    print(f"nightly {night}: {len(outcomes)} task(s), no regression")
+    return EXIT_OK
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from .agents import chat
+    from .agents.preflight import PreflightError, check_models
+    from .graph import optimize
+    from .sandbox.task import TaskError
+
+    if bool(args.task) == bool(args.resume):
+        raise UserError("chat needs a TASK file, or --resume RUN_ID to continue a chat")
+    if args.task:
+        _read_file(args.task, "task")
+    if args.resume and args.start_from:
+        raise UserError("--from starts a new chat; it cannot be combined with --resume")
+    # One candidate per message unless asked: the person reads each verdict before the next.
+    config = _run_config(args, candidates=args.candidates or 1)
+    resumed = _resumed_config(config.out_dir, args.resume) if args.resume else None
+    store = _open_store((resumed.db if resumed else None) or config.db)
+    try:
+        if resumed is not None:
+            check_models(resumed)
+            session = chat.resume_chat(
+                optimize, config.out_dir, args.resume, inp=sys.stdin, out=sys.stdout, store=store
+            )
+        else:
+            session = chat.start_chat(
+                optimize,
+                config,
+                args.task,
+                inp=sys.stdin,
+                out=sys.stdout,
+                start_from=args.start_from,
+                store=store,
+            )
+        return session.loop()
+    except (chat.ChatError, PreflightError, TaskError, ValueError) as e:
+        raise UserError(str(e)) from None
+
+
+def _x(value) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def _columns(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from .agents.records import default_db_path, list_runs
+
+    db = args.db or default_db_path(args.out)
+    store = _open_store(db) if Path(db).is_file() else None
+    runs = list_runs(store, args.out)[: args.limit]
+    if not runs:
+        print(f"no runs under {args.out} or in {db}")
+        return EXIT_OK
+    rows = [("run", "task", "date", "status", "best", "stop reason")]
+    for r in runs:
+        best = (
+            _x(r.best_speedup)
+            if r.best_speedup is not None
+            else ("verified" if r.verified else "-")
+        )
+        rows.append((r.id, r.task, r.created[:19], r.status, best, r.stop_reason or "-"))
+    print(_columns(rows))
+    return EXIT_OK
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .agents.export import ExportError, find_run_dir
+
+    if bool(args.run) == bool(args.db):
+        raise UserError("report needs a RUN id (or run directory), or --db PATH")
+    if args.db:
+        return _store_report(args)
+    from .report import write_run_report
+
+    try:
+        run_dir = find_run_dir(args.run, args.out)
+    except ExportError as e:
+        raise UserError(str(e)) from None
+    files = write_run_report(run_dir)
+    print(files["markdown"].read_text(), end="")
+    print(f"\nreport: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    return EXIT_OK
+
+
+def _store_report(args: argparse.Namespace) -> int:
+    from .agents.records import best_kernels
+    from .report import suite_row, write_suite_report
+
+    if not Path(args.db).is_file():
+        raise UserError(f"no results store at {args.db}")
+    kernels = best_kernels(_open_store(args.db))
+    if not kernels:
+        print(f"no verified kernel in {args.db} yet")
+        return EXIT_OK
+    rows = [("task", "variant", "GPU", "vs eager", "vs compile", "roofline", "run", "verified")]
+    for b in kernels:
+        roof = f"{b.roofline_fraction:.0%}" if b.roofline_fraction is not None else "-"
+        gpu = b.gpu if b.gpu != "cpu" else "cpu (interpreter)"
+        rows.append(
+            (
+                b.task_name,
+                b.variant,
+                gpu,
+                _x(b.speedup_eager),
+                _x(b.speedup_compiled),
+                roof,
+                b.run_id or "-",
+                b.verified[:19],
+            )
+        )
+    print(f"best kernels in {args.db}:")
+    print(_columns(rows))
+    if args.to:
+        rows = [{**suite_row(b.task_name, b.result), "kernel": b.source} for b in kernels]
+        files = write_suite_report(rows, args.to, title=f"kernelwright: best kernels in {args.db}")
+        print(f"report: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .agents.export import ExportError, NoWinner, export_run, find_run_dir
+
+    try:
+        done = export_run(find_run_dir(args.run, args.out), args.to)
+    except NoWinner as e:
+        print(f"kernelwright: {e}", file=sys.stderr)
+        return EXIT_NEGATIVE
+    except ExportError as e:
+        raise UserError(str(e)) from None
+    tuned = ", ".join(f"{k}={v}" for k, v in sorted(done.tuned.items())) or "as written"
+    print(f"wrote {done.path}: ModelNew of run {done.run_id} ({done.key}), constants {tuned}")
+    return EXIT_OK
+
+
+def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = False) -> None:
+    """The options every command that runs the agent loop shares."""
+    p.add_argument("--model", help="model of every agent; 'offline' = rules + fusion codegen")
+    p.add_argument("--planner-model", help="the planner's model (default: --model)")
+    p.add_argument("--coder-model", help="the coder's model (default: --model)")
+    p.add_argument("--critic-model", help="the critic's model (default: --model)")
+    p.add_argument("--rounds", type=int, help="at most this many rounds (default 5)")
+    p.add_argument("--candidates", type=int, help="candidates per round (default 3)")
+    p.add_argument(
+        "--patience",
+        type=int,
+        help="stop after this many rounds without a better kernel (default 2)",
+    )
+    p.add_argument(
+        "--margin", type=float, help="relative gain that counts as better (default 0.02)"
+    )
+    p.add_argument(
+        "--roofline-target", type=float, help="stop at this fraction of the roofline (default 0.9)"
+    )
+    p.add_argument("--budget-usd", type=float, help="stop once LLM calls cost this much")
+    p.add_argument("--budget-tokens", type=int, help="stop once LLM calls used this many tokens")
+    names = ["--time-budget", "--budget"] if budget_alias else ["--time-budget"]
+    p.add_argument(
+        *names,
+        dest="time_budget",
+        type=_duration,
+        metavar="DURATION",
+        help="stop after this much work, e.g. 30m or 1h30m",
+    )
+    p.add_argument(
+        "--dtype",
+        choices=["fp32", "fp16", "bf16"],
+        default=None,
+        help="cast model and floating inputs (default fp32)",
+    )
+    p.add_argument(
+        "--shape",
+        type=_shape,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a size constant of the task (repeatable)",
+    )
+    p.add_argument("--precision", choices=["strict", "tf32-ok"], default=None)
+    p.add_argument("--trials", type=int, help="correctness trials per candidate (default 3)")
+    p.add_argument("--workers", type=int, help="evaluator worker processes")
+    p.add_argument("--no-tune", action="store_true", help="skip the `# tune:` constant sweep")
+    p.add_argument(
+        "--no-fusion-seed",
+        action="store_true",
+        help="do not add the fusion codegen's kernel to round 1",
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not replay cached LLM replies")
+    _add_place_options(p)
+
+
+def _add_place_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default=None, help="directory of run directories (default ./runs)")
+    p.add_argument(
+        "--db",
+        metavar="PATH",
+        help="results store (default: $KERNELWRIGHT_DB, else kernelwright.db beside --out)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,11 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser(
-        "eval",
-        help="judge one candidate file against a task: correctness, "
-        "anti-cheat checks, times and roofline",
-    )
+    p = sub.add_parser("eval", help="judge one candidate kernel: correctness, checks, times")
     p.add_argument("task", help="KernelBench-format task file (Model, get_inputs, get_init_inputs)")
     p.add_argument("candidate", help="candidate file defining ModelNew")
     _add_task_options(p)
@@ -220,67 +554,64 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_baseline)
 
-    p = sub.add_parser(
-        "optimize",
-        help="search for a faster verified Triton kernel for a task with the agent loop",
-    )
+    p = sub.add_parser("optimize", help="search for a faster verified kernel for one task")
     p.add_argument("task", nargs="?", help="KernelBench-format task file (omit with --resume)")
-    p.add_argument("--model", help="model of every agent; 'offline' = rules + fusion codegen")
-    p.add_argument("--planner-model", help="the planner's model (default: --model)")
-    p.add_argument("--coder-model", help="the coder's model (default: --model)")
-    p.add_argument("--critic-model", help="the critic's model (default: --model)")
-    p.add_argument("--rounds", type=int, help="at most this many rounds (default 5)")
-    p.add_argument("--candidates", type=int, help="candidates per round (default 3)")
-    p.add_argument(
-        "--patience",
-        type=int,
-        help="stop after this many rounds without a better kernel (default 2)",
-    )
-    p.add_argument(
-        "--margin", type=float, help="relative gain that counts as better (default 0.02)"
-    )
-    p.add_argument(
-        "--roofline-target", type=float, help="stop at this fraction of the roofline (default 0.9)"
-    )
-    p.add_argument("--budget-usd", type=float, help="stop once LLM calls cost this much")
-    p.add_argument("--budget-tokens", type=int, help="stop once LLM calls used this many tokens")
-    p.add_argument(
-        "--time-budget",
-        type=_duration,
-        metavar="DURATION",
-        help="stop after this much work, e.g. 30m or 1h30m",
-    )
-    p.add_argument(
-        "--dtype",
-        choices=["fp32", "fp16", "bf16"],
-        default=None,
-        help="cast model and floating inputs (default fp32)",
-    )
-    p.add_argument(
-        "--shape",
-        type=_shape,
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="set a size constant of the task (repeatable)",
-    )
-    p.add_argument("--precision", choices=["strict", "tf32-ok"], default=None)
-    p.add_argument("--trials", type=int, help="correctness trials per candidate (default 3)")
-    p.add_argument("--workers", type=int, help="evaluator worker processes")
-    p.add_argument("--no-tune", action="store_true", help="skip the `# tune:` constant sweep")
-    p.add_argument(
-        "--no-fusion-seed",
-        action="store_true",
-        help="do not add the fusion codegen's kernel to round 1",
-    )
-    p.add_argument("--out", help="directory of run directories (default ./runs)")
+    _add_search_options(p)
     p.add_argument(
         "--resume",
         metavar="RUN_ID",
         help="continue a run (under --out) from its last completed step, with its own settings",
     )
-    p.add_argument("--no-cache", action="store_true", help="do not replay cached LLM replies")
     p.set_defaults(func=cmd_optimize)
+
+    p = sub.add_parser("suite", help="optimize many tasks; KernelBench metrics at the end")
+    p.add_argument("tasks", nargs="+", metavar="DIR|TASK", help="task files or directories")
+    p.add_argument("--jobs", type=int, default=1, help="tasks optimized at once (default 1)")
+    _add_search_options(p)
+    p.set_defaults(func=cmd_suite)
+
+    p = sub.add_parser("nightly", help="re-verify and re-time best kernels; fail on regression")
+    p.add_argument("suite", nargs="+", metavar="SUITE", help="task files or directories")
+    p.add_argument(
+        "--slowdown",
+        type=float,
+        default=None,
+        help="a kernel this much slower than the night before is a regression (default 0.10)",
+    )
+    p.add_argument("--no-search", action="store_true", help="only re-verify; never search again")
+    p.add_argument("--night", type=_night, help="the night's date, YYYY-MM-DD (default today)")
+    p.add_argument("--report", metavar="DIR", help="report directory (default beside --db)")
+    _add_search_options(p, budget_alias=True)
+    p.set_defaults(func=cmd_nightly)
+
+    p = sub.add_parser("chat", help="refine one kernel interactively, round by round")
+    p.add_argument("task", nargs="?", help="KernelBench-format task file (omit with --resume)")
+    p.add_argument(
+        "--from",
+        dest="start_from",
+        metavar="RUN|KERNEL",
+        help="start from a run's best kernel or a kernel file",
+    )
+    p.add_argument("--resume", metavar="RUN_ID", help="continue a chat left earlier")
+    _add_search_options(p)
+    p.set_defaults(func=cmd_chat)
+
+    p = sub.add_parser("runs", help="list runs: task, date, best speedup, stop reason")
+    p.add_argument("--limit", type=int, default=50, help="at most this many, newest first")
+    _add_place_options(p)
+    p.set_defaults(func=cmd_runs, out="runs")
+
+    p = sub.add_parser("report", help="write and print a run's report, or the store's best")
+    p.add_argument("run", nargs="?", metavar="RUN", help="run id (under --out) or run directory")
+    p.add_argument("--to", metavar="DIR", help="with --db: also write the report files here")
+    _add_place_options(p)
+    p.set_defaults(func=cmd_report, out="runs")
+
+    p = sub.add_parser("export", help="write a run's winning kernel as a standalone module")
+    p.add_argument("run", metavar="RUN", help="run id (under --out) or run directory")
+    p.add_argument("--to", required=True, metavar="FILE.py", help="the module to write")
+    p.add_argument("--out", default="runs", help="directory of run directories (default ./runs)")
+    p.set_defaults(func=cmd_export)
 
     return parser
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
     from ..sandbox.pool import EvalPool
     from ..sandbox.task import Task
+    from ..store import Store
     from .rundir import RunDir
 
 Role = Literal["planner", "coder", "critic"]
@@ -74,6 +75,9 @@ class RunConfig:
     out_dir: str = "runs"
     no_cache: bool = False
     chat: bool = False
+    # The results store (store.py) the run records into and whose verdict cache the tester
+    # reads; None: no store (the CLI always sets one, KERNELWRIGHT_DB or beside out_dir).
+    db: str | None = None
 
     def model_for(self, role: Role) -> str | None:
         """The model a role uses: its own setting, else the run's default model."""
@@ -234,6 +238,7 @@ class RunContext:
     limiter: threading.BoundedSemaphore = field(
         default_factory=lambda: threading.BoundedSemaphore(4)
     )
+    store: Store | None = None  # results store: run rows, candidates, the verdict cache
 
     def online(self, role: Role) -> bool:
         return not self.llm[role].offline
@@ -275,9 +280,12 @@ def run_context(
     config: RunConfig, task: Task, rundir: RunDir, pool: EvalPool, *, interpreter: bool
 ) -> RunContext:
     """The nodes' runtime context for one (possibly resumed) run."""
+    from .records import open_run_store
+
     llm = llm_configs(config)
     online = [cfg for cfg in llm.values() if not cfg.offline]
     cache_path = online[0].cache_path if online else None
+    models = {role: OFFLINE if cfg.offline else cfg.model for role, cfg in llm.items()}
     return RunContext(
         config=config,
         task=task,
@@ -288,4 +296,5 @@ def run_context(
         interpreter=interpreter,
         cache=ResponseCache(cache_path) if cache_path else None,
         limiter=threading.BoundedSemaphore(max([c.max_concurrency for c in online], default=1)),
+        store=open_run_store(config, rundir, models),
     )

@@ -17,6 +17,7 @@ from typing_extensions import TypedDict
 
 from ..sandbox.results import EvalResult
 from .config import RunContext
+from .records import lookup_verdict, record_candidate, remember_verdict
 from .state import Candidate
 
 # A variant must beat the current choice by 1% in speedup: interleaved timing spreads on a quiet
@@ -132,9 +133,9 @@ def sweep(
             continue
         budget -= len(options)
         variants = [with_values(best_src, {name: v}) for v in options]
-        futures: list[Future] = [ctx.pool.submit(ctx.task, v, ctx.eval_config) for v in variants]
+        futures: list[Future] = [verdict_future(ctx, v)[0] for v in variants]
         for value, variant, future in zip(options, variants, futures):
-            res = future.result()
+            res = judged(ctx, future)
             trials.append({name: value, "status": res.status, "median_ms": median_ms(res)})
             new, old = speed(res), speed(best_res)
             if new is not None and old is not None and new > old * (1 + TUNE_MIN_GAIN):
@@ -157,11 +158,30 @@ def should_sweep(ctx: RunContext, source: str, result: EvalResult) -> str | None
     return None
 
 
+def verdict_future(ctx: RunContext, source: str) -> tuple[Future, bool]:
+    """(future verdict on `source`, whether it came from the store): the store's verdict when it
+    judged this exact file on this task, environment and config before, else a new evaluation."""
+    hit = lookup_verdict(ctx, source)
+    if hit is None:
+        return ctx.pool.submit(ctx.task, source, ctx.eval_config), False
+    done: Future = Future()
+    done.set_result(hit)
+    return done, True
+
+
+def judged(ctx: RunContext, future: Future) -> EvalResult:
+    """A verdict, cached in the store when it is new and the candidate's own."""
+    result: EvalResult = future.result()
+    remember_verdict(ctx, result)
+    return result
+
+
 def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
     """The candidate with its verdict (and tuned source), result files written."""
     rd, source = ctx.rundir, cand.source or ""
     rd.event("candidate.evaluating", round=cand.round, index=cand.index, origin=cand.origin)
-    result: EvalResult = ctx.pool.submit(ctx.task, source, ctx.eval_config).result()
+    future, cached = verdict_future(ctx, source)
+    result = judged(ctx, future)
     rd.write_candidate_file(cand.round, cand.index, "result.json", result.to_json(indent=2) + "\n")
     rd.event(
         "candidate.evaluated",
@@ -170,6 +190,8 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
         status=result.status,
         rule=result.rule,
         summary=result.summary(),
+        speedup_eager=result.speedup_eager,
+        cached=cached,
     )
     tuned_source, tuned = None, {}
     if (skip := should_sweep(ctx, source, result)) is None:
@@ -187,6 +209,7 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
         )
     elif result.ok:
         rd.event("candidate.tune_skipped", round=cand.round, index=cand.index, why=skip)
+    record_candidate(ctx, cand, tuned_source or source, result, cached=cached)
     return cand.model_copy(
         update={
             "status": result.status,

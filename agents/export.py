@@ -1,0 +1,106 @@
+"""Export: a run's winning ModelNew, with its tuned launch constants, as one standalone module
+that imports nothing but torch, triton and the standard library."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .records import best_files, read_run
+
+# What an exported module may import: the candidate contract's allowlist (sandbox/checks.py
+# enforces it on every candidate; checked again here so an export can never need kernelwright).
+STANDALONE_IMPORTS = frozenset(
+    {
+        "__future__",
+        "torch",
+        "triton",
+        "math",
+        "typing",
+        "functools",
+        "itertools",
+        "operator",
+        "dataclasses",
+        "collections",
+        "enum",
+    }
+)
+
+
+class ExportError(Exception):
+    """A run that cannot be exported (no such run, a winner that is not standalone): one line."""
+
+
+class NoWinner(ExportError):
+    """The run ended without a verified kernel: nothing to export (a verdict, not a misuse)."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    path: Path
+    run_id: str
+    key: str  # round_NN/cand_K of the winner
+    tuned: dict[str, int]
+
+
+def find_run_dir(run: str, out_dir: str) -> Path:
+    """A run id under out_dir, or a run directory's path."""
+    for candidate in (Path(out_dir) / run, Path(run)):
+        if (candidate / "run.json").is_file():
+            return candidate
+    raise ExportError(f"no run {run!r} under {out_dir} (expected {Path(out_dir) / run}/run.json)")
+
+
+def foreign_imports(source: str) -> list[str]:
+    """Top-level modules the source imports beyond STANDALONE_IMPORTS."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." if node.level else (node.module or "").split(".")[0])
+    return sorted(found - STANDALONE_IMPORTS)
+
+
+def header(run: dict, key: str, tuned: dict[str, int], summary: str) -> str:
+    env = run.get("environment") or {}
+    where = env.get("gpu") or "CPU (Triton interpreter: correctness only)"
+    constants = ", ".join(f"{k}={v}" for k, v in sorted(tuned.items())) or (
+        "none swept (the file's own values)"
+    )
+    lines = [
+        f"Exported by kernelwright from run {run['run_id']} ({key}) for task "
+        f"{run.get('task_name', '?')} ({run.get('config', {}).get('dtype', 'fp32')}).",
+        f"Verified: {summary}.",
+        f"Measured on {where}, torch {env.get('torch', '?')}, triton {env.get('triton', '?')}.",
+        f"Tuned launch constants: {constants}.",
+        "Standalone: needs only torch and triton. Use it as the task's Model:",
+        "ModelNew(*get_init_inputs())(*get_inputs()).",
+    ]
+    return "".join(f"# {line}\n" for line in lines) + "\n"
+
+
+def export_run(run_dir: Path, to: str | os.PathLike[str]) -> Exported:
+    """Write the run's winner to `to`; ExportError when it has none."""
+    run = read_run(run_dir)
+    winner = best_files(run_dir) if run.get("best") else None
+    if winner is None or not winner.result.ok:
+        raise NoWinner(
+            f"run {run.get('run_id', run_dir.name)} has no verified winner "
+            "(the reference stays): nothing to export"
+        )
+    extra = foreign_imports(winner.source)
+    if extra:
+        raise ExportError(
+            f"the winner of run {run['run_id']} imports {', '.join(extra)}: not standalone"
+        )
+    tuned = dict((run.get("best") or {}).get("tuned") or {})
+    text = header(run, winner.key, tuned, winner.result.summary()) + winner.source.rstrip() + "\n"
+    path = Path(to)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return Exported(path, run["run_id"], winner.key, tuned)

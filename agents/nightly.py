@@ -1,0 +1,193 @@
+"""The nightly job: re-verify and re-time each task's best known kernel on this GPU and software
+versions, search again where there is none or it regressed, compare with the previous night.
+
+Verification always goes through the evaluator, never the verdict cache: the point is to measure
+again tonight. graph.optimize is passed in (`optimize`): agents/ never imports graph.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .. import report
+from ..sandbox.results import Environment, EvalResult
+from ..sandbox.task import Task, TaskError, load_task
+from ..store import BestKernel, Store, gpu_of, variant_key
+from .config import RunConfig, eval_config_for
+from .progress import plain_listener
+from .records import best_files, sync_run, task_hash_for
+from .rundir import shrunk_for_interpreter
+from .suite import task_label
+
+Optimize = Callable[..., dict[str, Any]]
+
+
+def today() -> str:
+    return dt.date.today().isoformat()
+
+
+@dataclass
+class NightlyTask:
+    """What tonight did for one task."""
+
+    label: str
+    task_hash: str = ""
+    verified: EvalResult | None = None  # tonight's verdict on the best known kernel
+    change: dict[str, Any] | None = None  # report.nightly_changes' row for this task
+    searched: str | None = None  # the run id of tonight's search, if one ran
+    new_best: EvalResult | None = None  # the search's winner, measured again
+    error: str = ""
+
+    @property
+    def regression(self) -> bool:
+        return bool(self.change and self.change["regression"])
+
+    def line(self) -> str:
+        """One line for the log."""
+        if self.error:
+            return f"[{self.label}] error: {self.error}"
+        parts = []
+        if self.verified is None:
+            parts.append("no known kernel")
+        elif self.regression:
+            parts.append(f"REGRESSION: {self.change['reason']}")  # type: ignore[index]
+        else:
+            parts.append(f"verified: {self.verified.summary()}")
+            previous = (self.change or {}).get("previous_speedup_eager")
+            if previous is not None:
+                parts.append(f"previous night {previous:.2f}x")
+        if self.searched:
+            found = self.new_best.summary() if self.new_best else "no verified kernel"
+            parts.append(f"searched in run {self.searched}: {found}")
+        return f"[{self.label}] " + "; ".join(parts)
+
+
+@dataclass
+class Nightly:
+    """One night over a suite. `pool` is an EvalPool (submit, describe)."""
+
+    optimize: Optimize
+    config: RunConfig  # how searches run (budgets, model) and what is judged (dtype, shapes)
+    store: Store
+    pool: Any
+    out: IO[str]
+    night: str = field(default_factory=today)
+    slowdown: float = report.NIGHTLY_SLOWDOWN
+    search: bool = True
+    cuda: bool = False
+
+    def task_setup(self, path: Path) -> tuple[RunConfig, Task]:
+        """The config and task a run of this task would use (shrunk the same way off-GPU), so
+        the variant and hash match what the optimizer recorded."""
+        task = load_task(path, self.config.shapes)
+        if self.cuda:
+            return self.config, task
+        config, task, _ = shrunk_for_interpreter(self.config, task)
+        return config, task
+
+    def verify(self, task: Task, config: RunConfig, source: str) -> EvalResult:
+        return self.pool.submit(task, source, eval_config_for(config)).result()
+
+    def known_kernel(self, task_hash: str, env: Environment, variant: str) -> BestKernel | None:
+        """This environment's best kernel, else the latest on this GPU (after an upgrade)."""
+        exact = self.store.best_kernel(task_hash, env.key, variant)
+        return exact or self.store.best_kernel_on_gpu(task_hash, gpu_of(env.key), variant)
+
+    def change_for(self, task_hash: str, env: Environment, variant: str) -> dict[str, Any] | None:
+        changes = report.nightly_changes(self.store.history(task_hash), self.slowdown)
+        gpu = gpu_of(env.key)
+        return next((c for c in changes if c["variant"] == variant and c["gpu"] == gpu), None)
+
+    def run_task(self, path: Path) -> NightlyTask:
+        label = task_label(path)
+        try:
+            config, task = self.task_setup(path)
+        except TaskError as e:
+            return NightlyTask(label, error=str(e))
+        eval_config = eval_config_for(config)
+        variant, task_hash = variant_key(eval_config), task_hash_for(task, eval_config)
+        env: Environment = self.pool.describe()
+        outcome = NightlyTask(label, task_hash)
+        known = self.known_kernel(task_hash, env, variant)
+        if known is not None:
+            result = self.verify(task, config, known.source)
+            self.store.record_verification(
+                result, task_name=task.name, night=self.night, variant=variant
+            )
+            if result.ok:  # tonight's numbers on this environment become the kernel's record
+                self.store.set_best_kernel(
+                    known.source,
+                    result,
+                    variant=variant,
+                    task_name=task.name,
+                    run_id=known.run_id,
+                    only_if_better=False,
+                )
+            outcome.verified = result
+            outcome.change = self.change_for(task_hash, env, variant)
+        if self.search and (known is None or outcome.regression):
+            broken = known is None or not (outcome.verified and outcome.verified.ok)
+            self.search_again(path, task, config, outcome, replace=broken)
+        return outcome
+
+    def search_again(
+        self, path: Path, task: Task, config: RunConfig, outcome: NightlyTask, *, replace: bool
+    ) -> None:
+        """Optimize the task within the budget; its winner, measured again, becomes the best
+        kernel (`replace`: even when slower, as when the known one is broken or missing)."""
+        prefix = f"[{outcome.label}] "
+        try:
+            run = self.optimize(
+                self.config, str(path), listeners=[plain_listener(self.out, prefix)]
+            )
+        except Exception as e:  # a failed search is reported; the other tasks still run tonight
+            outcome.error = f"search failed: {type(e).__name__}: {e}"
+            return
+        run_dir = Path(self.config.out_dir) / run["run_id"]
+        sync_run(self.store, run_dir)
+        outcome.searched = run["run_id"]
+        winner = best_files(run_dir)
+        if winner is None:
+            return
+        fresh = self.verify(task, config, winner.source)
+        outcome.new_best = fresh
+        if not fresh.ok:
+            return
+        variant = variant_key(eval_config_for(config))
+        if outcome.verified is None:  # the first row of this task's history
+            self.store.record_verification(
+                fresh, task_name=task.name, night=self.night, variant=variant
+            )
+        self.store.set_best_kernel(
+            winner.source,
+            fresh,
+            variant=variant,
+            task_name=task.name,
+            run_id=run["run_id"],
+            only_if_better=not replace,
+        )
+
+    def run(self, paths: Sequence[Path]) -> list[NightlyTask]:
+        outcomes = []
+        for path in paths:
+            outcome = self.run_task(path)
+            self.out.write(outcome.line() + "\n")
+            self.out.flush()
+            outcomes.append(outcome)
+        return outcomes
+
+    def write_report(self, outcomes: Sequence[NightlyTask], out_dir: Path) -> dict[str, Path]:
+        """report.write_nightly_report over the history of tonight's tasks."""
+        history = [h for o in outcomes if o.task_hash for h in self.store.history(o.task_hash)]
+        return report.write_nightly_report(
+            history, out_dir, self.slowdown, title=f"kernelwright nightly {self.night}"
+        )
+
+
+def failed(outcomes: Sequence[NightlyTask]) -> list[NightlyTask]:
+    """The tasks that make the night fail: a regression, or a task that could not be checked."""
+    return [o for o in outcomes if o.regression or o.error]

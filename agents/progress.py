@@ -1,0 +1,189 @@
+"""The live view of a run: what its events say so far (round, candidates and their status, best
+speedup, tokens, cost), drawn as a rich Live table on a terminal or as plain lines in a log."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .rundir import EventListener, format_event
+
+# Candidate statuses as the view colours them (rich styles).
+STATUS_STYLES = {
+    "ok": "green",
+    "evaluating": "cyan",
+    "pending": "dim",
+    "duplicate": "dim",
+    "incorrect": "red",
+    "rejected": "red",
+    "compile_error": "red",
+    "runtime_error": "red",
+    "timeout": "yellow",
+    "crashed": "yellow",
+    "no_code": "yellow",
+}
+
+
+@dataclass
+class CandidateView:
+    round: int
+    index: int
+    origin: str = ""
+    status: str = "pending"
+    summary: str = ""
+    cached: bool = False
+
+
+@dataclass
+class RunProgress:
+    """What a run's events have said so far; `update` takes each event in turn."""
+
+    run_id: str = ""
+    task_name: str = ""
+    round: int = 0
+    plan: str = ""
+    candidates: dict[tuple[int, int], CandidateView] = field(default_factory=dict)
+    best_speedup: float | None = None  # over eager, among verified candidates with timings
+    verified: int = 0
+    calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    stop: str = ""
+
+    def update(self, event: dict[str, Any]) -> None:
+        kind = event.get("event", "")
+        if kind in ("run.start", "run.resume"):
+            self.run_id = event.get("run_id", self.run_id)
+            self.task_name = event.get("task_name", self.task_name)
+        elif kind == "plan":
+            self.round, self.plan = event.get("round", self.round), event.get("summary", "")
+        elif kind.startswith("candidate."):
+            self._candidate(kind, event)
+        elif kind == "llm.call":
+            self.calls += 1
+            self.tokens += event.get("prompt_tokens", 0) + event.get("completion_tokens", 0)
+            self.cost_usd += event.get("cost_usd", 0.0) or 0.0
+        elif kind == "stop":
+            self.stop = f"{event.get('reason')}: {event.get('detail', '')}".rstrip(": ")
+
+    def _candidate(self, kind: str, event: dict[str, Any]) -> None:
+        key = (event.get("round", self.round), event.get("index", 0))
+        view = self.candidates.setdefault(key, CandidateView(*key))
+        if kind == "candidate.evaluating":
+            view.status, view.origin = "evaluating", event.get("origin", "")
+        elif kind in ("candidate.evaluated", "candidate.skipped"):
+            view.status = event.get("status", view.status)
+            view.summary = event.get("summary", "")
+            view.cached = bool(event.get("cached"))
+            if kind == "candidate.evaluated" and view.status == "ok":
+                self.verified += 1
+                speedup = event.get("speedup_eager")
+                if speedup is not None and (self.best_speedup or 0.0) < speedup:
+                    self.best_speedup = speedup
+
+    def best_text(self) -> str:
+        if self.best_speedup is not None:
+            return f"{self.best_speedup:.2f}x vs eager"
+        if self.verified:
+            return f"{self.verified} verified (no timings here)"
+        return "none yet"
+
+    def status_line(self) -> str:
+        """One line: round, statuses of this round, best so far, tokens and cost."""
+        ours = [c for (r, _), c in sorted(self.candidates.items()) if r == self.round]
+        counts: dict[str, int] = {}
+        for c in ours:
+            counts[c.status] = counts.get(c.status, 0) + 1
+        statuses = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no candidate yet"
+        return (
+            f"round {self.round}: {statuses} | best so far: {self.best_text()} | "
+            f"{self.tokens} tokens, ${self.cost_usd:.4f}"
+        )
+
+    def table(self) -> Any:
+        """The rich renderable of the live view: this round's candidates and the totals.
+
+        Cells are Text, never markup: verdicts hold brackets ("incorrect [mismatch]") that rich
+        would read as tags, and lines printed above a Live re-render it with markup off.
+        """
+        from rich.table import Table
+        from rich.text import Text
+
+        title = f"{self.task_name or 'run'}  ·  round {self.round}" + (
+            f"  ·  {self.run_id}" if self.run_id else ""
+        )
+        caption = (
+            f"best so far: {self.best_text()}   LLM: {self.calls} calls, {self.tokens} tokens, "
+            f"${self.cost_usd:.4f}" + (f"   stop: {self.stop}" if self.stop else "")
+        )
+        table = Table(
+            title=Text(title),
+            caption=Text(caption),
+            title_justify="left",
+            caption_justify="left",
+            expand=False,
+        )
+        table.add_column("cand", justify="right")
+        table.add_column("origin")
+        table.add_column("status")
+        table.add_column("verdict", overflow="fold", max_width=70)
+        for (r, index), c in sorted(self.candidates.items()):
+            if r == self.round:
+                status = Text(
+                    c.status + (" (cached)" if c.cached else ""),
+                    style=STATUS_STYLES.get(c.status, ""),
+                )
+                table.add_row(Text(str(index)), Text(c.origin), status, Text(c.summary))
+        return table
+
+
+def plain_listener(out: IO[str], prefix: str = "") -> EventListener:
+    """Progress as plain lines (a log, a pipe, CI): each step, and a status line per round."""
+    progress, lock = RunProgress(), threading.Lock()
+
+    def show(event: dict[str, Any]) -> None:
+        with lock:
+            progress.update(event)
+            line = format_event(event)
+            if line:
+                cached = " (verdict from the store's cache)" if event.get("cached") else ""
+                out.write(f"{prefix}{line}{cached}\n")
+            if event.get("event") == "critique":
+                out.write(f"{prefix}{progress.status_line()}\n")
+            out.flush()
+
+    return show
+
+
+@contextlib.contextmanager
+def live_listener(console: Any) -> Iterator[EventListener]:
+    """A rich Live table redrawn on every event, with each step printed above it."""
+    from rich.live import Live
+
+    progress, lock = RunProgress(), threading.Lock()
+    with Live(progress.table(), console=console, refresh_per_second=4) as live:
+
+        def show(event: dict[str, Any]) -> None:
+            with lock:
+                progress.update(event)
+                line = format_event(event)
+                if line:
+                    live.console.print(line, markup=False, highlight=False)
+                live.update(progress.table())
+
+        yield show
+
+
+@contextlib.contextmanager
+def progress_view(out: IO[str]) -> Iterator[EventListener]:
+    """The live table when `out` is a terminal, plain lines otherwise."""
+    if not out.isatty():
+        yield plain_listener(out)
+        return
+    from rich.console import Console
+
+    with live_listener(Console(file=out, highlight=False)) as show:
+        yield show

@@ -1,0 +1,281 @@
+"""A run's verdicts on disk and in the results store: its row, its candidates (the verdict cache)
+and its best kernel, read from the run directory or recorded as the run goes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..sandbox.pool import source_hash
+from ..sandbox.results import Environment, EvalResult
+from ..store import BestKernel, Store, config_key, variant_key
+from .config import RunConfig, eval_config_for
+
+if TYPE_CHECKING:
+    from ..sandbox.config import EvalConfig
+    from ..sandbox.task import Task
+    from .config import RunContext
+    from .rundir import RunDir
+    from .state import Candidate
+
+DB_NAME = "kernelwright.db"
+DB_ENV = "KERNELWRIGHT_DB"
+
+
+def default_db_path(out_dir: str | os.PathLike[str] = "runs") -> str:
+    """KERNELWRIGHT_DB, else kernelwright.db beside the directory of run directories.
+
+    Beside, not inside: the runs directory then holds run directories only, which is what
+    tools that list it (and `kernelwright runs`) expect.
+    """
+    return os.environ.get(DB_ENV) or str(Path(out_dir).resolve().parent / DB_NAME)
+
+
+# -- reading a run directory ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class CandidateFiles:
+    """One evaluated candidate as its directory holds it: the final source and its verdict."""
+
+    round: int
+    index: int
+    source: str  # tuned.py when the sweep improved it, else kernel.py
+    result: EvalResult  # tuned_result.json, else result.json
+    tuned: bool
+
+    @property
+    def key(self) -> str:
+        return f"round_{self.round:02d}/cand_{self.index}"
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    return json.loads((Path(run_dir) / "run.json").read_text())
+
+
+def candidate_files(cand_dir: Path) -> CandidateFiles | None:
+    """The candidate in `cand_dir` (round_NN/cand_K), or None when it was never evaluated."""
+    tuned = (cand_dir / "tuned.py").is_file() and (cand_dir / "tuned_result.json").is_file()
+    source_file = cand_dir / ("tuned.py" if tuned else "kernel.py")
+    result_file = cand_dir / ("tuned_result.json" if tuned else "result.json")
+    if not (source_file.is_file() and result_file.is_file()):
+        return None
+    try:
+        result = EvalResult.from_json(result_file.read_text())
+    except (ValueError, TypeError, KeyError):  # a result.json torn by a kill
+        return None
+    return CandidateFiles(
+        round=int(cand_dir.parent.name.removeprefix("round_")),
+        index=int(cand_dir.name.removeprefix("cand_")),
+        source=source_file.read_text(),
+        result=result,
+        tuned=tuned,
+    )
+
+
+def run_candidates(run_dir: str | os.PathLike[str]) -> list[CandidateFiles]:
+    """Every evaluated candidate of a run, in round then index order."""
+    found = []
+    for cand_dir in Path(run_dir).glob("round_*/cand_*"):
+        if cand_dir.parent.name[6:].isdigit() and cand_dir.name[5:].isdigit():
+            files = candidate_files(cand_dir)
+            if files is not None:
+                found.append(files)
+    return sorted(found, key=lambda c: (c.round, c.index))
+
+
+def best_files(run_dir: str | os.PathLike[str]) -> CandidateFiles | None:
+    """The run's winner (run.json's best) with its source as best.py holds it, or None."""
+    run_dir = Path(run_dir)
+    best = read_run(run_dir).get("best")
+    if not best:
+        return None
+    cand_dir = run_dir / f"round_{best['round']:02d}" / f"cand_{best['candidate']}"
+    files = candidate_files(cand_dir)
+    if files is None:
+        return None
+    best_py = run_dir / (best.get("path") or "best.py")
+    if best_py.is_file():
+        files = dataclasses.replace(files, source=best_py.read_text())
+    return files
+
+
+def task_hash_for(task: Task, eval_config: EvalConfig) -> str:
+    """The task's hash as the evaluator reports it: the config's shapes applied."""
+    effective = dataclasses.replace(task, overrides={**task.overrides, **eval_config.shapes})
+    return effective.hash
+
+
+def variant_of(config: RunConfig) -> str:
+    """What a run's best kernel is best for in the store: dtype and shape overrides."""
+    return variant_key(eval_config_for(config))
+
+
+def environment_key(run: dict[str, Any]) -> str:
+    """The run's environment key, from its profile (the baseline's environment)."""
+    env = (run.get("profile") or {}).get("environment")
+    if not env:
+        return ""
+    known = {f.name for f in dataclasses.fields(Environment)}
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in env.items() if k in known}
+    return Environment(**fields).key
+
+
+# -- the store ------------------------------------------------------------------------------------
+def record_start(store: Store, run: dict[str, Any], models: dict[str, str] | None = None) -> None:
+    """The run's row (a resumed run keeps the row it has)."""
+    store.record_run(
+        run["run_id"],
+        task_path=str(run.get("task", "")),
+        task_name=str(run.get("task_name", "")),
+        task_hash=str(run.get("task_hash", "")),
+        config=run.get("config") or {},
+        models=models or run.get("models") or {},
+        created=run.get("created"),
+    )
+
+
+def sync_run(store: Store, run_dir: str | os.PathLike[str]) -> None:
+    """Bring the store's row of a run up to date with its run.json, and offer its winner as the
+    best kernel of its task on this environment (kept only when faster than the one there)."""
+    run = read_run(run_dir)
+    record_start(store, run)
+    best = run.get("best") or {}
+    store.update_run(
+        run["run_id"],
+        status=run.get("status", "running"),
+        finished=run.get("finished"),
+        stop_reason=run.get("stop_reason"),
+        models=run.get("models") or {},
+        usage=run.get("usage") or {},
+        env_key=environment_key(run),
+        best_speedup_eager=best.get("speedup_eager"),
+        best_speedup_compiled=best.get("speedup_compiled"),
+        best_roofline_fraction=best.get("roofline_fraction"),
+    )
+    winner = best_files(run_dir) if run.get("status") == "done" else None
+    if winner is not None and winner.result.ok:
+        store.set_best_kernel(
+            winner.source,
+            winner.result,
+            variant=variant_of(RunConfig.from_dict(run.get("config") or {})),
+            task_name=str(run.get("task_name", "")),
+            run_id=run["run_id"],
+        )
+
+
+def open_run_store(config: RunConfig, rundir: RunDir, models: dict[str, str]) -> Store | None:
+    """The store a run records into (config.db), its row written; None when the run has none."""
+    if not config.db:
+        return None
+    store = Store(config.db)
+    record_start(store, rundir.read_run(), models)
+    return store
+
+
+def lookup_verdict(ctx: RunContext, source: str) -> EvalResult | None:
+    """The store's verdict on this exact source, task, environment and config, if it has one."""
+    if ctx.store is None:
+        return None
+    env = ctx.pool.describe()
+    return ctx.store.lookup_result(
+        task_hash_for(ctx.task, ctx.eval_config),
+        source_hash(source),
+        env.key,
+        config_key(ctx.eval_config),
+    )
+
+
+def remember_verdict(ctx: RunContext, result: EvalResult) -> None:
+    """Cache a fresh verdict (the store keeps only those that are the candidate's own)."""
+    if ctx.store is not None and result.source_hash:
+        ctx.store.record_result(result, config_key(ctx.eval_config))
+
+
+def record_candidate(
+    ctx: RunContext, cand: Candidate, source: str, result: EvalResult, *, cached: bool
+) -> None:
+    """A candidate's final verdict in the store's candidates table (and cache)."""
+    if ctx.store is not None:
+        ctx.store.record_candidate(
+            ctx.rundir.run_id,
+            cand.round,
+            cand.index,
+            source,
+            result,
+            config_key(ctx.eval_config),
+            cached=cached,
+        )
+
+
+# -- listing --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunListing:
+    """One line of `kernelwright runs`."""
+
+    id: str
+    task: str
+    created: str
+    status: str
+    stop_reason: str | None
+    best_speedup: float | None  # over eager; None without timings
+    verified: bool  # the run has a verified winner
+
+
+def _listing_from_dir(run_dir: Path) -> RunListing | None:
+    try:
+        run = read_run(run_dir)
+    except (OSError, ValueError):
+        return None
+    best = run.get("best") or {}
+    return RunListing(
+        id=run.get("run_id", run_dir.name),
+        task=run.get("task_name", ""),
+        created=run.get("created", ""),
+        status=run.get("status", "?"),
+        stop_reason=run.get("stop_reason"),
+        best_speedup=best.get("speedup_eager"),
+        verified=bool(best),
+    )
+
+
+def list_runs(store: Store | None, out_dir: str | os.PathLike[str]) -> list[RunListing]:
+    """The store's runs and the run directories under out_dir, newest first.
+
+    A run directory on disk wins over the store's row (run.json is written first, and a chat
+    waiting for its person is "waiting" there); the store remembers runs whose directory is gone.
+    """
+    found: dict[str, RunListing] = {}
+    if store is not None:
+        for r in store.runs(limit=None):
+            found[r.id] = RunListing(
+                r.id,
+                r.task_name,
+                r.created,
+                r.status,
+                r.stop_reason,
+                r.best_speedup_eager,
+                r.best_speedup_eager is not None,
+            )
+    root = Path(out_dir)
+    if root.is_dir():
+        for run_json in root.glob("*/run.json"):
+            listing = _listing_from_dir(run_json.parent)
+            if listing is not None:
+                found[listing.id] = listing
+    return sorted(found.values(), key=lambda r: (r.created, r.id), reverse=True)
+
+
+def best_kernels(store: Store) -> list[BestKernel]:
+    """The store's best kernel per task, environment and variant (store.BestKernel rows) that a
+    run or a nightly verification points at, by task name."""
+    keys: dict[tuple[str, str, str], None] = {}
+    for r in store.runs(limit=None):
+        if r.env_key and r.task_hash:
+            keys.setdefault((r.task_hash, r.env_key, variant_of(RunConfig.from_dict(r.config))))
+    for h in store.history():
+        keys.setdefault((h.task_hash, h.env_key, h.variant))
+    found = [store.best_kernel(*key) for key in keys]
+    return sorted((b for b in found if b is not None), key=lambda b: (b.task_name, b.gpu))

@@ -1,0 +1,267 @@
+"""Suites: many tasks through the optimizer (concurrently with --jobs), resumable from a state
+file, ending with KernelBench's metrics (correctness, fast_p, geometric-mean speedups).
+
+graph.optimize is passed in (`optimize`): agents/ never imports graph.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .. import report
+from ..sandbox.task import TaskError, load_task
+from ..store import Store
+from .config import RunConfig
+from .progress import plain_listener
+from .records import run_candidates, sync_run
+
+Optimize = Callable[..., dict[str, Any]]
+STATE_NAME = "suite_state.json"
+# Config fields that do not change what a run finds: where things go and how many processes.
+NOT_IN_KEY = frozenset({"out_dir", "db", "workers", "no_cache", "chat"})
+
+
+class SuiteError(Exception):
+    """A suite that cannot start (no task files where it was pointed): one line."""
+
+
+# -- finding tasks --------------------------------------------------------------------------------
+def find_tasks(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Task files: given files as they are; a directory's level*/NN_*.py (KernelBench layout),
+    else its *.py files. Order is kept, duplicates dropped."""
+    found: list[Path] = []
+    for given in paths:
+        p = Path(given)
+        if p.is_dir():
+            files = sorted(p.glob("level*/[0-9]*_*.py")) or sorted(
+                f for f in p.glob("*.py") if not f.name.startswith("_")
+            )
+            if not files:
+                raise SuiteError(f"no task files in {p} (looked for level*/NN_*.py, then *.py)")
+            found += files
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise SuiteError(f"task {str(given)!r} does not exist")
+    unique: dict[Path, None] = {}
+    for f in found:
+        unique.setdefault(f.resolve(), None)
+    return list(unique)
+
+
+def task_label(path: Path) -> str:
+    """'level1/01_relu' for a file in a level directory, else the file's stem."""
+    parent = path.parent.name
+    return f"{parent}/{path.stem}" if parent.startswith("level") else path.stem
+
+
+def suite_key(task_hash: str, config: RunConfig) -> str:
+    """What makes a task finished: the same task (text and sizes) under the same search config."""
+    knobs = {k: v for k, v in config.to_dict().items() if k not in NOT_IN_KEY}
+    text = task_hash + json.dumps(knobs, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+# -- the state file -------------------------------------------------------------------------------
+class SuiteState:
+    """suite_state.json: per suite key, the run handling the task and, once done, its row.
+
+    Entries are merged into what is on disk at every write, so two suites sharing a directory
+    keep each other's entries; the file is replaced atomically, so a kill never leaves half.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._read().get(key)
+
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        with self._lock:
+            data = self._read()
+            data[key] = entry
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+            os.replace(tmp, self.path)
+
+
+# -- one task -------------------------------------------------------------------------------------
+def _speed(c: Any) -> float:
+    return c.result.speedup_eager or 0.0
+
+
+def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
+    """The task's suite row: its fastest verified candidate (KernelBench counts a correct kernel
+    even when it is slower), else its last verdict, else why nothing was evaluated."""
+    cands = run_candidates(run_dir)
+    verified = [c for c in cands if c.result.ok]
+    pick = max(verified, key=_speed) if verified else (cands[-1] if cands else None)
+    if pick is None:
+        row = {"task": label, "status": run.get("stop_reason") or "no-candidate", "correct": False}
+    else:
+        row = report.suite_row(label, pick.result)
+        row["candidate"] = pick.key
+        if pick.result.ok:
+            row["kernel"] = pick.source
+    row["run_id"] = run.get("run_id")
+    return row
+
+
+@dataclass
+class TaskOutcome:
+    label: str
+    path: str
+    row: dict[str, Any]
+    run_id: str | None = None
+    skipped: bool = False  # finished by an earlier invocation
+    error: str = ""
+
+
+@dataclass
+class SuiteRunner:
+    """Runs a suite's tasks through `optimize`, one run directory each, under config.out_dir."""
+
+    optimize: Optimize
+    config: RunConfig
+    out: IO[str]
+    store: Store | None = None
+    state: SuiteState = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.state = SuiteState(Path(self.config.out_dir) / STATE_NAME)
+
+    def run_task(self, path: Path) -> TaskOutcome:
+        label = task_label(path)
+        try:
+            task = load_task(path, self.config.shapes)
+        except TaskError as e:
+            return self._failed(label, path, str(e))
+        key = suite_key(task.hash, self.config)
+        entry = self.state.get(key) or {}
+        if entry.get("finished"):
+            self.out.write(f"[{label}] finished earlier in run {entry.get('run_id')}: skipped\n")
+            return TaskOutcome(label, str(path), entry["row"], entry.get("run_id"), skipped=True)
+        resume = entry.get("run_id")
+        if resume and not (Path(self.config.out_dir) / resume / "run.json").is_file():
+            resume = None
+
+        def started(event: dict[str, Any]) -> None:
+            if event.get("event") == "run.start":
+                self.state.put(key, {"task": label, "path": str(path), "run_id": event["run_id"]})
+
+        listeners = [started, plain_listener(self.out, prefix=f"[{label}] ")]
+        try:
+            run = self.optimize(
+                self.config, None if resume else str(path), resume=resume, listeners=listeners
+            )
+        except Exception as e:  # one task's failure (a bug, a broken task) must not end the suite
+            return self._failed(label, path, f"{type(e).__name__}: {e}")
+        run_dir = Path(self.config.out_dir) / run["run_id"]
+        if self.store is not None:
+            sync_run(self.store, run_dir)
+        row = task_row(label, run_dir, run)
+        self.state.put(
+            key,
+            {
+                "task": label,
+                "path": str(path),
+                "run_id": run["run_id"],
+                "finished": True,
+                "row": row,
+            },
+        )
+        return TaskOutcome(label, str(path), row, run["run_id"])
+
+    def _failed(self, label: str, path: Path, message: str) -> TaskOutcome:
+        self.out.write(f"[{label}] error: {message}\n")
+        row = {"task": label, "status": "error", "correct": False, "rule": None}
+        return TaskOutcome(label, str(path), row, error=message)
+
+    def run(self, paths: Sequence[Path], jobs: int = 1) -> list[TaskOutcome]:
+        """Every task (jobs at a time); outcomes in the order of `paths`."""
+        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="suite") as pool:
+            return list(pool.map(self.run_task, paths))
+
+
+def workers_per_job(config: RunConfig, jobs: int, cuda: bool) -> RunConfig:
+    """Without CUDA each job's evaluator gets its share of the cores (the interpreter is CPU
+    bound: more workers than cores only adds switching). On a GPU the pools keep their default."""
+    if config.workers is not None or cuda or jobs <= 1:
+        return config
+    return config.replace(workers=max(1, (os.cpu_count() or 1) // jobs))
+
+
+# -- the summary ----------------------------------------------------------------------------------
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def _pct(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "-"
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """KernelBench's metrics, a line each."""
+    lines = [
+        f"tasks: {summary['tasks']}, correct: {summary['correct']} "
+        f"(correctness rate {_pct(summary['correctness_rate'])})"
+    ]
+    for baseline, name in (("eager", "eager"), ("compiled", "torch.compile")):
+        fast = summary["fast_p"][baseline]
+        lines.append(
+            f"fast_p vs {name}: " + ", ".join(f"fast_{p} {_pct(v)}" for p, v in fast.items())
+        )
+    lines.append(
+        f"geometric-mean speedup of correct tasks: {_x(summary['geomean_speedup_eager'])} "
+        f"vs eager, {_x(summary['geomean_speedup_compiled'])} vs torch.compile "
+        f"({summary['timed']} of {summary['correct']} timed)"
+    )
+    if summary["correct"] and not summary["timed"]:
+        lines.append(
+            "no timings here (Triton interpreter): fast_p above 0 and speedups need a CUDA GPU"
+        )
+    return lines
+
+
+def table_lines(outcomes: Sequence[TaskOutcome]) -> list[str]:
+    """The per-task table: status, correctness, speedups, roofline, the run that produced it."""
+    rows = [("task", "status", "correct", "vs eager", "vs compile", "roofline", "run")]
+    for o in outcomes:
+        r = o.row
+        rows.append(
+            (
+                o.label,
+                str(r.get("status")) + (" (earlier)" if o.skipped else ""),
+                "yes" if r.get("correct") else "no",
+                _x(r.get("speedup_eager")),
+                _x(r.get("speedup_compiled")),
+                _pct(r.get("roofline_fraction")),
+                o.run_id or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+
+
+def write_reports(outcomes: Sequence[TaskOutcome], out_dir: Path) -> dict[str, Path]:
+    """report.write_suite_report for these tasks: suite.md/.json/.html and the speedup plot."""
+    title = f"kernelwright suite: {len(outcomes)} task{'s' * (len(outcomes) != 1)}"
+    return report.write_suite_report([o.row for o in outcomes], out_dir, title=title)

@@ -1,0 +1,120 @@
+"""`kernelwright chat`: scripted lines against the fake OpenAI server (revise, /diff, /undo,
+/save, /quit), a chat left at the prompt and resumed later starting from a --from kernel, and the
+offline path with /bench through the real evaluator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from fake_openai import reply
+from test_cli_support import EXAMPLES, TASKS, kw
+
+from kernelwright.store import Store
+
+pytest_plugins = ["fake_openai"]
+# Interpreter semantics: the graph's best is the first verified kernel.
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU (interpreter) semantics")
+
+GELU = TASKS / "gelu.py"
+GOOD = (EXAMPLES / "gelu.py").read_text()
+SMALL = GOOD.replace("BLOCK_SIZE = 1024  #", "BLOCK_SIZE = 512  #")
+MINE = GOOD.replace("BLOCK_SIZE = 1024  #", "BLOCK_SIZE = 256  #")
+PLAN = {"summary": "as asked", "ideas": [{"title": "revise", "approach": "what the person said"}]}
+CRITIQUE = {
+    "summary": "the kernel is verified",
+    "feedback": [{"candidate": 1, "problem": "correctness only here", "fix": "time it on a GPU"}],
+    "verdict": "continue",
+    "reason": "the person decides",
+}
+CHEAP = ["--trials", "1", "--no-fusion-seed", "--workers", "1"]
+
+
+def code(source: str) -> str:
+    return f"Revised.\n```python\n{source}```\n"
+
+
+def script(fake, *sources: str) -> None:
+    fake.route("You are the planner", [reply(json.dumps(PLAN), times=None)])
+    fake.route("You are the coder", [reply(code(s)) for s in sources])
+    fake.route("You are the critic", [reply(json.dumps(CRITIQUE), times=None)])
+
+
+def coder_prompts(fake) -> list[str]:
+    return [r.messages[1]["content"] for r in fake.chat_requests if "You are the coder" in r.system]
+
+
+def only_run(runs) -> dict:
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    return {**json.loads((run_dir / "run.json").read_text()), "dir": run_dir}
+
+
+def test_revise_diff_undo_save_and_quit(tmp_path, fake_openai):
+    script(fake_openai, GOOD, SMALL)
+    runs, saved = tmp_path / "runs", tmp_path / "saved.py"
+    lines = ["/help", "/diff", "use 512-wide blocks", "/diff", "/undo", f"/save {saved}"]
+    lines += ["/bogus", "/quit"]
+    args = ["chat", GELU, "--out", runs, "--db", tmp_path / "k.db", *CHEAP]
+    code_, out, err = kw(*args, stdin="\n".join(lines) + "\n")
+    assert code_ == 0, out + err
+    assert "/undo          back to the previous version" in out  # /help
+    assert "only one version so far: nothing to diff" in out
+    assert "critic: the kernel is verified" in out
+    assert "  - cand 1: correctness only here -> time it on a GPU" in out
+    diff = out[out.index("--- round_01/cand_1") :]
+    assert diff.startswith("--- round_01/cand_1\n+++ round_02/cand_1\n")
+    assert "\n-BLOCK_SIZE = 1024  #" in diff and "\n+BLOCK_SIZE = 512  #" in diff
+    assert "undid round_02/cand_1; current kernel: round_01/cand_1" in out
+    assert saved.read_text() == GOOD.strip() + "\n"
+    assert "unknown command /bogus: /help lists them" in out
+    assert "use 512-wide blocks" in coder_prompts(fake_openai)[1]
+    run = only_run(runs)
+    assert (run["status"], run["stop_reason"]) == ("done", "user")
+    assert f"run directory: {run['dir']}" in out and (run["dir"] / "best.py").is_file()
+    assert Store(tmp_path / "k.db").run(run["run_id"]).status == "done"
+    assert not fake_openai.unexpected
+
+
+def test_leave_then_resume_starting_from_a_given_kernel(tmp_path, fake_openai):
+    script(fake_openai, GOOD, SMALL)
+    runs, mine = tmp_path / "runs", tmp_path / "mine.py"
+    mine.write_text(MINE)
+    where = ["--out", runs, "--db", tmp_path / "k.db"]
+    code_, out, err = kw("chat", GELU, "--from", mine, *where, *CHEAP, stdin="")
+    assert code_ == 0, out + err
+    run = only_run(runs)
+    assert run["status"] == "waiting"
+    # Round 1 already revises the person's kernel.
+    first = coder_prompts(fake_openai)[0]
+    assert "Start from the person's kernel" in first and "BLOCK_SIZE = 256  #" in first
+    assert f"current kernel: from (from {mine})" in out
+    assert out.rstrip().endswith(
+        f"left the chat; resume it with: kernelwright chat --resume {run['run_id']}"
+    )
+
+    later = "make it faster\n/diff\n/quit\n"
+    code_, out, err = kw("chat", "--resume", run["run_id"], *where, stdin=later)
+    assert code_ == 0, out + err
+    # The person's kernel, not the graph's best (round 1's), is what the coder was given.
+    prompt = coder_prompts(fake_openai)[1]
+    assert "make it faster" in prompt and "Start from this version of the kernel (from:" in prompt
+    assert "BLOCK_SIZE = 256  #" in prompt
+    assert "--- from\n+++ round_02/cand_1\n" in out and "\n-BLOCK_SIZE = 256  #" in out
+    assert only_run(runs)["status"] == "done"
+    assert not fake_openai.unexpected
+
+
+def test_offline_chat_benches_and_saves_the_current_kernel(tmp_path, monkeypatch):
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELWRIGHT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    runs, saved = tmp_path / "runs", tmp_path / "k.py"
+    args = ["chat", GELU, "--model", "offline", "--out", runs, "--db", tmp_path / "k.db"]
+    code_, out, err = kw(
+        *args, "--trials", "1", "--workers", "1", stdin=f"/bench\n/save {saved}\n/quit\n"
+    )
+    assert code_ == 0, out + err
+    run = only_run(runs)
+    assert "round_01/cand_1:\ngelu: OK" in out and "times: not meaningful" in out
+    assert saved.read_text() == (run["dir"] / "best.py").read_text()
+    assert run["status"] == "done" and run["stop_reason"] == "user"

@@ -1,0 +1,89 @@
+"""`kernelwright export RUN --to FILE.py`: the winner with its tuned constants as a standalone
+module (imported with kernelwright unimportable and run against the task's Model), and a
+one-line refusal when the run has no verified winner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_cli_support import EXAMPLES, TASKS, check_standalone, kw
+
+from kernelwright.agents.export import foreign_imports
+from kernelwright.sandbox.results import EvalResult, Timings
+
+GOOD = (EXAMPLES / "gelu.py").read_text()
+TUNED = GOOD.replace("BLOCK_SIZE = 1024  #", "BLOCK_SIZE = 512  #")
+
+
+def make_run(out: Path, run_id: str, *, best: bool) -> Path:
+    """A finished run directory as the agents write it: one candidate, tuned by the sweep."""
+    run_dir = out / run_id
+    cand = run_dir / "round_01" / "cand_1"
+    cand.mkdir(parents=True)
+    ok = EvalResult(status="ok", task="gelu", timings=Timings(meaningful=False))
+    (cand / "kernel.py").write_text(GOOD)
+    (cand / "result.json").write_text(ok.to_json())
+    (cand / "tuned.py").write_text(TUNED)
+    (cand / "tuned_result.json").write_text(ok.to_json())
+    block = {"round": 1, "candidate": 1, "path": "best.py", "tuned": {"BLOCK_SIZE": 512}}
+    if best:
+        (run_dir / "best.py").write_text(TUNED)
+    run = {
+        "run_id": run_id,
+        "task_name": "gelu",
+        "status": "done",
+        "best": block if best else None,
+        "config": {"dtype": "fp32"},
+        "environment": {"gpu": "", "torch": "2.x", "triton": "3.x"},
+    }
+    (run_dir / "run.json").write_text(json.dumps(run))
+    return run_dir
+
+
+def test_export_writes_the_tuned_winner_as_a_standalone_module(tmp_path):
+    assert "BLOCK_SIZE = 1024  #" in GOOD  # the example the tuned variant is made from
+    make_run(tmp_path / "runs", "gelu-1", best=True)
+    target = tmp_path / "out" / "gelu_kernel.py"
+    code, out, err = kw("export", "gelu-1", "--out", tmp_path / "runs", "--to", target)
+    assert code == 0, err
+    assert out == (
+        f"wrote {target}: ModelNew of run gelu-1 (round_01/cand_1), constants BLOCK_SIZE=512\n"
+    )
+    text = target.read_text()
+    assert text.startswith("# Exported by kernelwright from run gelu-1 (round_01/cand_1)")
+    assert "Tuned launch constants: BLOCK_SIZE=512." in text
+    assert text.endswith(TUNED.rstrip() + "\n") and "BLOCK_SIZE = 512  # tune:" in text
+    check_standalone(target, TASKS / "gelu.py", {"batch_size": 4, "dim": 300}, tmp_path)
+
+
+def test_export_accepts_a_run_directory_path(tmp_path):
+    run_dir = make_run(tmp_path / "elsewhere", "gelu-2", best=True)
+    code, _, err = kw("export", run_dir, "--to", tmp_path / "k.py")
+    assert code == 0, err
+    assert (tmp_path / "k.py").read_text().endswith(TUNED.rstrip() + "\n")
+
+
+def test_run_without_a_verified_winner_says_so_and_exits_1(tmp_path):
+    make_run(tmp_path / "runs", "gelu-3", best=False)
+    target = tmp_path / "k.py"
+    code, out, err = kw("export", "gelu-3", "--out", tmp_path / "runs", "--to", target)
+    assert (code, out) == (1, "")
+    assert err == (
+        "kernelwright: run gelu-3 has no verified winner (the reference stays): nothing to export\n"
+    )
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("source", "foreign"),
+    [
+        ("import torch\nimport triton.language as tl\nfrom math import sqrt\n", []),
+        ("from __future__ import annotations\nimport typing\n", []),
+        ("import torch\nfrom kernelwright.agents import fusion\n", ["kernelwright"]),
+        ("import numpy as np\nfrom . import helpers\n", [".", "numpy"]),
+    ],
+)
+def test_foreign_imports(source, foreign):
+    assert foreign_imports(source) == foreign

@@ -1,0 +1,158 @@
+"""`kernelwright suite`: task discovery, an offline suite end to end on CPU (concurrent jobs,
+KernelBench metrics, report files, the store), a rerun that skips finished tasks, and the
+resume/failure bookkeeping with a scripted optimizer."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from test_cli_support import TASKS, kw
+
+from kernelwright.agents.config import RunConfig
+from kernelwright.agents.suite import (
+    STATE_NAME,
+    SuiteError,
+    SuiteRunner,
+    SuiteState,
+    find_tasks,
+    suite_key,
+    task_label,
+)
+from kernelwright.sandbox.task import load_task
+from kernelwright.store import Store
+
+TASK_TEXT = (TASKS / "gelu.py").read_text()
+
+
+def test_find_tasks_in_kernelbench_layout_plain_dirs_and_files(tmp_path):
+    bench = tmp_path / "bench"
+    for name in ("level2/01_b.py", "level1/02_a.py", "level1/01_a.py", "level1/helper.py"):
+        (bench / name).parent.mkdir(parents=True, exist_ok=True)
+        (bench / name).write_text(TASK_TEXT)
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name in ("b.py", "a.py", "_private.py"):
+        (flat / name).write_text(TASK_TEXT)
+    found = find_tasks([bench, flat, flat / "a.py"])  # a.py twice: once
+    assert [task_label(p) for p in found] == [
+        "level1/01_a",
+        "level1/02_a",
+        "level2/01_b",
+        "a",
+        "b",
+    ]
+    with pytest.raises(SuiteError, match="does not exist"):
+        find_tasks([tmp_path / "nope"])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SuiteError, match="no task files in"):
+        find_tasks([tmp_path / "empty"])
+
+
+def test_suite_key_follows_what_changes_the_search_only():
+    base = RunConfig(model="offline", out_dir="a", workers=1)
+    assert suite_key("h", base) == suite_key("h", base.replace(out_dir="b", workers=4, db="x"))
+    assert suite_key("h", base) != suite_key("h", base.replace(rounds=2))
+    assert suite_key("h", base) != suite_key("h2", base)
+
+
+def test_offline_suite_end_to_end_then_a_rerun_skips_finished_tasks(tmp_path, monkeypatch):
+    monkeypatch.delenv("KERNELWRIGHT_DB", raising=False)
+    out, db = tmp_path / "suite", tmp_path / "k.db"
+    args = ["suite", TASKS / "gelu.py", TASKS / "softmax.py", "--model", "offline"]
+    args += ["--trials", "1", "--jobs", "2", "--out", out, "--db", db]
+    code, printed, err = kw(*args)
+    assert code == 0, printed + err
+    lines = printed.splitlines()
+    assert any(line.startswith("tasks: 2, correct: ") for line in lines)
+    assert any(line.startswith("fast_p vs eager: fast_0 ") for line in lines)
+    assert any(line.startswith("fast_p vs torch.compile: fast_0 ") for line in lines)
+    assert any(line.startswith("geometric-mean speedup of correct tasks:") for line in lines)
+    table = {
+        line.split()[0]: line.split()
+        for line in lines
+        if line.split()[:1] in (["gelu"], ["softmax"])
+    }
+    assert table["gelu"][1:3] == ["ok", "yes"]  # the fusion codegen's GELU is verified
+    run_dirs = sorted(p for p in out.iterdir() if (p / "run.json").is_file())
+    assert {json.loads((p / "run.json").read_text())["task_name"] for p in run_dirs} == {
+        "gelu",
+        "softmax",
+    }
+    assert "[gelu] run gelu-" in printed and "[softmax] run softmax-" in printed
+    for name in ("suite.md", "suite.html", "suite.json", "suite_speedups.png", STATE_NAME):
+        assert (out / name).is_file(), name
+    report = json.loads((out / "suite.json").read_text())
+    assert report["summary"]["tasks"] == 2 and report["summary"]["correct"] >= 1
+    assert {r.id for r in Store(db).runs()} == {p.name for p in run_dirs}
+
+    code, again, err = kw(*args)
+    assert code == 0, again + err
+    assert sorted(p for p in out.iterdir() if (p / "run.json").is_file()) == run_dirs
+    assert "[gelu] finished earlier in run" in again and "[softmax] finished earlier" in again
+    assert "ok (earlier)" in again
+
+
+# -- bookkeeping with a scripted optimizer --------------------------------------------------------
+class ScriptedOptimize:
+    """graph.optimize's signature; writes a finished run.json and records how it was called."""
+
+    def __init__(self, fail: set[str] | None = None) -> None:
+        self.calls: list[tuple[str | None, str | None]] = []
+        self.fail = fail or set()
+
+    def __call__(self, config, task_path=None, *, resume=None, answer=None, listeners=None):
+        self.calls.append((task_path, resume))
+        if task_path and Path(task_path).stem in self.fail:
+            raise RuntimeError("the evaluator fell over")
+        run_id = resume or f"{Path(task_path).stem}-{len(self.calls)}"
+        if not resume:
+            for listener in listeners or []:
+                listener({"event": "run.start", "run_id": run_id, "task_name": "t", "path": ""})
+        run = {"run_id": run_id, "status": "done", "stop_reason": "exhausted", "best": None}
+        run_dir = Path(config.out_dir) / run_id
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "run.json").write_text(json.dumps(run))
+        return run
+
+
+def test_an_interrupted_task_resumes_its_own_run(tmp_path):
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    key = suite_key(load_task(TASKS / "gelu.py").hash, config)
+    SuiteState(tmp_path / STATE_NAME).put(key, {"task": "gelu", "run_id": "gelu-killed"})
+    (tmp_path / "gelu-killed").mkdir()
+    (tmp_path / "gelu-killed" / "run.json").write_text("{}")
+    optimize = ScriptedOptimize()
+    runner = SuiteRunner(optimize, config, io.StringIO())
+    (outcome,) = runner.run([TASKS / "gelu.py"])
+    assert optimize.calls == [(None, "gelu-killed")]
+    assert outcome.run_id == "gelu-killed" and outcome.row["status"] == "exhausted"
+    assert SuiteState(tmp_path / STATE_NAME).get(key)["finished"] is True
+
+
+def test_a_failing_task_is_reported_and_retried_next_time(tmp_path):
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    out = io.StringIO()
+    tasks = [TASKS / "gelu.py", TASKS / "softmax.py"]
+    first = SuiteRunner(ScriptedOptimize(fail={"gelu"}), config, out).run(tasks, jobs=2)
+    assert [o.error for o in first] == ["RuntimeError: the evaluator fell over", ""]
+    assert first[0].row == {"task": "gelu", "status": "error", "correct": False, "rule": None}
+    assert "[gelu] error: RuntimeError: the evaluator fell over" in out.getvalue()
+    optimize = ScriptedOptimize()
+    second = SuiteRunner(optimize, config, io.StringIO()).run(tasks)
+    assert [c[0] for c in optimize.calls] == [str(tasks[0].resolve())]  # softmax was finished
+    assert [o.skipped for o in second] == [False, True]
+
+
+@pytest.mark.gpu
+def test_suite_on_a_gpu_reports_timed_speedups(tmp_path):
+    out = tmp_path / "suite"
+    args = ["suite", TASKS / "gelu.py", "--model", "offline", "--trials", "1"]
+    code, printed, err = kw(*args, "--out", out, "--db", tmp_path / "k.db")
+    assert code == 0, printed + err
+    report = json.loads((out / "suite.json").read_text())
+    (row,) = report["tasks"]
+    assert row["correct"] and row["speedup_eager"] and row["speedup_compiled"]
+    assert report["summary"]["timed"] == 1 and report["summary"]["geomean_speedup_eager"]
