@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..sandbox.pyparse import parse
 from .records import best_files, read_run
 
 # What an exported module may import: the candidate contract's allowlist (sandbox/checks.py
@@ -56,7 +57,7 @@ def find_run_dir(run: str, out_dir: str) -> Path:
 def foreign_imports(source: str) -> list[str]:
     """Top-level modules the source imports beyond STANDALONE_IMPORTS."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.Import):
             found |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from ..sandbox.pyparse import parse
 from ..sandbox.results import EvalResult
 from .config import RunContext
 from .records import lookup_verdict, record_candidate, remember_verdict
@@ -65,7 +66,7 @@ def tune_comments(source: str) -> dict[int, tuple[int, ...]]:
 def tunables(source: str) -> list[Tunable]:
     """The sweepable constants of a candidate file, in file order."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
         comments = tune_comments(source)
     except (SyntaxError, tokenize.TokenError):
         return []

@@ -26,6 +26,8 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .pyparse import parse
+
 
 @dataclasses.dataclass(frozen=True)
 class Violation:
@@ -889,7 +891,7 @@ def _is_dunder(name: str) -> bool:
 def static_check(source: str, filename: str = "candidate.py") -> list[Violation]:
     """Every static rule the candidate breaks, sorted by line; empty means it may run."""
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = parse(source, filename=filename)
     except SyntaxError as e:
         return [Violation("syntax", e.lineno or 1, max((e.offset or 1) - 1, 0), _syntax_text(e))]
     except ValueError as e:  # null bytes in the source

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .pyparse import compile_tree, parse
+
 DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
     "fp16": torch.float16,
@@ -150,7 +152,7 @@ def task_namespace(task: Task, overrides: Mapping[str, Any] | None = None) -> di
     for name, value in sizes.items():
         if name in literals:
             literals[name][1](value)
-    code = compile(ast.fix_missing_locations(tree), task.path, "exec", dont_inherit=True)
+    code = compile_tree(ast.fix_missing_locations(tree), task.path, dont_inherit=True)
     name = f"kernelwright_task_{_identifier(task.name)}_{next(_module_ids)}"
     module = types.ModuleType(name)
     module.__file__ = task.path
@@ -496,7 +498,7 @@ _BINOPS: dict[type, Callable[[int, int], int]] = {
 
 def _parse(source: str, path: str) -> ast.Module:
     try:
-        return ast.parse(source, filename=path)
+        return parse(source, filename=path)
     except SyntaxError as e:
         raise TaskError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
 

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ...sandbox.pyparse import parse
 from .ir import INPUT, PARAM, SCALAR, TORCH, Graph, Node
 from .partition import Group
 from .pysrc import LINE, call, fit, literal
@@ -43,7 +44,7 @@ ALLOWED_FREE = {"torch", "nn", "F", "math", "super", "self"}
 
 
 def model_class(source: str) -> ast.ClassDef:
-    for stmt in ast.parse(source).body:
+    for stmt in parse(source).body:
         if isinstance(stmt, ast.ClassDef) and stmt.name == "Model":
             return stmt
     raise Unsupported("the task defines no class Model")
@@ -51,7 +52,7 @@ def model_class(source: str) -> ast.ClassDef:
 
 def init_source(source: str) -> tuple[list[str], list[list[str]]]:
     """ModelNew.__init__ (lines, indented for the class) and the helper classes it needs."""
-    tree = ast.parse(source)
+    tree = parse(source)
     cls = model_class(source)
     init = next(
         (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...sandbox.pyparse import compile_tree, parse
+
 
 @dataclass(frozen=True)
 class TaskSource:
@@ -40,20 +42,20 @@ def namespace(ts: TaskSource, overrides: dict[str, int] | None = None) -> dict[s
     sandbox_task = _sandbox_task_module()
     if sandbox_task is not None and ts.task is not None:
         return sandbox_task.task_namespace(ts.task, overrides or {})
-    tree = ast.parse(ts.source, filename=ts.path)
+    tree = parse(ts.source, filename=ts.path)
     for stmt in tree.body:
         name = _int_assignment(stmt)
         if name is not None and overrides and name in overrides:
             stmt.value = ast.Constant(int(overrides[name]))
     ns: dict[str, Any] = {"__name__": "kernelwright_task", "__file__": ts.path}
-    exec(compile(tree, ts.path, "exec"), ns)
+    exec(compile_tree(tree, ts.path), ns)
     return ns
 
 
 def int_constants(source: str) -> dict[str, int]:
     """Module-level `NAME = <int>` assignments: the task's size constants and their defaults."""
     out = {}
-    for stmt in ast.parse(source).body:
+    for stmt in parse(source).body:
         name = _int_assignment(stmt)
         if name is not None:
             out[name] = stmt.value.value
