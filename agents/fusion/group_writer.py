@@ -84,6 +84,22 @@ class GroupWriter:
 
     # -- kernel pieces ---------------------------------------------------------------------------
 
+    def output_allocations(self, outputs: list[Node], runtime_shape) -> list[str]:
+        """`name = torch.empty(...)` launcher lines; runtime_shape(o) gives an output's size
+        expressions, or None when it has the group's full shape (`shape`)."""
+        lines = []
+        for o in outputs:
+            runtime = runtime_shape(o)
+            if runtime is None:
+                shp = "shape"
+            else:
+                shp = "(" + ", ".join(runtime) + ("," if len(runtime) == 1 else "") + ")"
+            lines.append(
+                f"    {o.name} = torch.empty({shp}, dtype={self.dtype_expr(o)}, "
+                f"device={self.device_expr()})"
+            )
+        return lines
+
     def load(self, n: Node, acc: Access, mask: str, indent: str) -> str:
         ptr = f"{n.name}_ptr"
         cast = load_cast(n)

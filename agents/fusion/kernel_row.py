@@ -577,16 +577,10 @@ class RowWriter:
             lines.append(f"    n_red = {prod(rt[d0 : d1 + 1])}")
             if not self.inner1:
                 lines.append(f"    n_inner = {prod(rt[d1 + 1 :])}")
-        for o in self.g.outputs:
-            if self.space[id(o)] == "full":
-                shp = "shape"
-            else:
-                _, runtime = self.reduced_context(o.shape)
-                shp = "(" + ", ".join(runtime) + ("," if len(runtime) == 1 else "") + ")"
-            lines.append(
-                f"    {o.name} = torch.empty({shp}, dtype={w.dtype_expr(o)}, "
-                f"device={w.device_expr()})"
-            )
+        lines += w.output_allocations(
+            self.g.outputs,
+            lambda o: None if self.space[id(o)] == "full" else self.reduced_context(o.shape)[1],
+        )
         lines += [f"    {line}" for line in self.setup]
         lines += [
             "    block_r = triton.next_power_of_2(n_red)",

@@ -269,16 +269,10 @@ class SplitWriter:
             lines += ["    n_a, n_k, n_b = 1, 1, " + prod(rt)]
         else:
             lines += [f"    n_a, n_k, n_b = shape[0], shape[1], {prod(rt[2:])}"]
-        for o in self.g.outputs:
-            if self.space[id(o)] == "full":
-                shp = "shape"
-            else:
-                runtime = self.reduced_runtime(o.shape)
-                shp = "(" + ", ".join(runtime) + ("," if len(runtime) == 1 else "") + ")"
-            lines.append(
-                f"    {o.name} = torch.empty({shp}, dtype={w.dtype_expr(o)}, "
-                f"device={w.device_expr()})"
-            )
+        lines += w.output_allocations(
+            self.g.outputs,
+            lambda o: None if self.space[id(o)] == "full" else self.reduced_runtime(o.shape),
+        )
         lines += [f"    {line}" for line in self.setup]
         lines += [
             "    # Enough programs to fill the GPU: SPLIT_PROGRAMS in all, shared among the k.",
