@@ -19,9 +19,9 @@ from .state import (
     Plan,
     RunState,
     best_candidate,
+    duplicate_key,
     llm_budget_spent,
     node_accounting,
-    source_hash,
 )
 
 # A reply's fenced blocks: ```python ... ``` (or ``` ... ```).
@@ -229,15 +229,15 @@ def mark_duplicates(drafts: list[Candidate], history: list[Candidate]) -> list[C
 
     A re-evaluation would cost a full correctness check and teach nothing.
     """
-    seen = {source_hash(c.source): c for c in history if c.source and c.status != "duplicate"}
+    seen = {duplicate_key(c.source): c for c in history if c.source and c.status != "duplicate"}
     out = []
     for d in drafts:
         if d.status != "pending" or not d.source:
             out.append(d)
             continue
-        earlier = seen.get(source_hash(d.source))
+        earlier = seen.get(duplicate_key(d.source))
         if earlier is None:
-            seen[source_hash(d.source)] = d
+            seen[duplicate_key(d.source)] = d
             out.append(d)
             continue
         same_round = earlier.round == d.round and earlier.status == "pending"

@@ -244,8 +244,9 @@ class RunState(TypedDict, total=False):
     """A sentence on why it stopped, for the verdict."""
 
 
-def source_hash(source: str) -> str:
-    """Identity of a candidate file (whitespace at the ends ignored)."""
+def duplicate_key(source: str) -> str:
+    """Identity of a candidate file within a run, for spotting duplicates (whitespace at the ends
+    ignored; the evaluator and the store key verdicts on sandbox.pool.source_hash instead)."""
     return hashlib.sha256(source.strip().encode()).hexdigest()[:16]
 
 
