@@ -46,6 +46,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -381,7 +382,7 @@ class Store:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _enable_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         self._local.conn, self._local.pid = conn, os.getpid()
@@ -836,3 +837,23 @@ def _best_kernel(row: sqlite3.Row) -> BestKernel:
     data = dict(row)
     data["result"] = EvalResult.from_json(data["result"])
     return BestKernel(**data)
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying while another process holds the file.
+
+    Switching a fresh database's journal mode needs an exclusive lock and SQLite answers
+    "database is locked" at once, without its busy handler, when several processes open the
+    same new store together (seen: 7 of 15 rounds of six suite writers starting at once).
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
