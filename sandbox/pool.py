@@ -106,7 +106,6 @@ class _WorkerProcess:
         self.fd = read_fd
         self.buffer = b""
         self.environment: Environment | None = None
-        self.killed_for: str | None = None
 
     def read(self, timeout: float) -> dict[str, Any] | None:
         """The next message, or None if none arrived within `timeout` seconds."""
@@ -132,8 +131,8 @@ class _WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def kill(self, reason: str) -> None:
-        self.killed_for = self.killed_for or reason
+    def kill(self) -> None:
+        """SIGKILL the worker's whole process group and reap it."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -153,7 +152,7 @@ class _WorkerProcess:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-        self.kill("stopped")
+        self.kill()
         try:
             os.close(self.fd)
         except OSError:
@@ -267,7 +266,7 @@ class EvalPool:
                 result, worker = self._run(job, device, worker)
             except BaseException as e:  # the pool never loses a result, even to its own bugs
                 if worker is not None:
-                    worker.kill("pool error")
+                    worker.kill()
                     worker.stop()
                     worker = None
                 result = self._failure(
@@ -336,7 +335,7 @@ class EvalPool:
             if message is None and not worker.alive():
                 break
         tail = worker.log_tail()
-        worker.kill("start failed")
+        worker.kill()
         worker.stop()
         why = "did not start in time" if time.monotonic() >= deadline else "died while starting"
         return None, self._failure(
@@ -378,7 +377,7 @@ class EvalPool:
             if message is None:
                 rss = rss_bytes(worker.proc.pid)
                 if rss is not None and rss > memory_cap:
-                    worker.kill("memory")
+                    worker.kill()
                     return self._failure(
                         job,
                         "crashed",
@@ -389,11 +388,11 @@ class EvalPool:
                 if not worker.alive():
                     return self._death(worker, job, phase), False
                 if time.monotonic() > deadline:
-                    worker.kill("timeout")
+                    worker.kill()
                     return self._timeout(worker, job, phase, limits[phase]), False
                 continue
             if message.get("nonce") != request["nonce"] or message.get("id") != request["id"]:
-                worker.kill("protocol")
+                worker.kill()
                 return self._failure(
                     job,
                     "crashed",

@@ -975,7 +975,7 @@ class Evaluation:
                     return ctx.compiled(*args)
 
             fns["compiled"] = (prepare, compiled)
-        failures: list[str] = []
+        failures: list[tuple[str, str]] = []  # (rule, what happened)
         if candidate is not None:
             guard = self.w.guard
 
@@ -993,25 +993,25 @@ class Evaluation:
                 isinstance(a, torch.Tensor) and not _same(a, b, torch)
                 for a, b in zip(args, trial.pristine)
             ):
-                failures.append(f"timed call {i}: an input was modified")
+                failures.append(("input-mutation", f"timed call {i}: an input was modified"))
                 return
             from .compare import flatten_outputs
 
             for (_, o), (_, r) in zip(flatten_outputs(out), flatten_outputs(trial.ref)):
                 if isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None:
-                    failures.append(f"timed call {i}: wrong result")
+                    failures.append(("drift", f"timed call {i}: wrong result"))
                     return
 
+        limit_cpu_seconds(cfg.cpu_time_s)  # timing gets a CPU budget of its own
         try:
-            with self.timing_guard():
-                samples = time_interleaved(
-                    fns,
-                    reps=cfg.reps,
-                    warmup=cfg.warmup,
-                    l2_flush=cfg.l2_flush,
-                    after_call=after_call,
-                    cuda_graphs=cfg.cuda_graphs,
-                )
+            samples = time_interleaved(
+                fns,
+                reps=cfg.reps,
+                warmup=cfg.warmup,
+                l2_flush=cfg.l2_flush,
+                after_call=after_call,
+                cuda_graphs=cfg.cuda_graphs,
+            )
         except Verdict:
             raise
         except BaseException as e:
@@ -1019,11 +1019,11 @@ class Evaluation:
             raise self.classify(e, "timing") from None
         self.w.check_state(self.base_threads)
         if failures:
-            rule = "input-mutation" if "input" in failures[0] else "drift"
+            rule, what = failures[0]
             status = "rejected" if rule == "input-mutation" else "incorrect"
             raise Verdict(
                 status,
-                f"{failures[0]} (outputs of timed calls are checked too: "
+                f"{what} (outputs of timed calls are checked too: "
                 "right during the checks, wrong while timed)",
                 rule=rule,
             )
@@ -1036,11 +1036,6 @@ class Evaluation:
             compiled_error=ctx.compiled_error,
             cuda_graphs=cfg.cuda_graphs,
         )
-
-    @contextlib.contextmanager
-    def timing_guard(self):
-        limit_cpu_seconds(self.config.cpu_time_s)
-        yield
 
     # -- reporting -----------------------------------------------------------------------------
 
