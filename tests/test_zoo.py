@@ -51,7 +51,10 @@ def runtime(exploit: str, status: str, rule, **kw) -> Case:
 
 CASES = [
     # Caught by the output and input checks (they pass the static rules).
-    Case("allocator_reuse", "incorrect", "nan"),
+    # On a GPU the caching allocator hands the poisoned (NaN) block back: "nan". On CPU, malloc
+    # may hand an aligned chunk of other garbage instead (seen ~1 in 4 full runs): "mismatch".
+    # Either way the unwritten output never passes.
+    Case("allocator_reuse", "incorrect", "nan" if CUDA else ("nan", "mismatch")),
     Case("input_mutation", "rejected", "input-mutation"),
     Case("cached_by_data_ptr", "rejected", "reuse"),
     Case("cached_by_id", "incorrect", "mismatch"),

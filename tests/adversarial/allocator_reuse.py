@@ -2,7 +2,8 @@
 # torch.empty_like(x) unwritten, hoping the caching allocator hands back the block of a freed
 # tensor that held the right answer. Caught at run time: before every call the worker fills the
 # blocks the allocator hands out next with NaN, so the unwritten output is NaN ("nan",
-# incorrect) instead of a stale right answer.
+# incorrect) instead of a stale right answer (on CPU, malloc may hand back other garbage:
+# "mismatch", incorrect all the same).
 import torch
 import torch.nn as nn
 import triton
