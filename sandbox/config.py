@@ -33,6 +33,10 @@ class EvalConfig:
     compile_baseline: bool = True
     cuda_graphs: bool = False
     l2_flush: bool = True
+    # A GPU-side spin of this many microseconds queued before each start event, so every
+    # contender's host-side launch path (Python, Triton's launcher) overlaps it instead of being
+    # timed as idle GPU; 0 turns it off. Work slower to launch than this still shows in the time.
+    head_start_us: float = 100.0
     # Limits of the sandboxed worker.
     timeout_s: float = 180.0  # wall clock for one candidate, compile included
     setup_timeout_s: float = 900.0  # reference, baselines and torch.compile of a new task

@@ -24,6 +24,7 @@ _graph = torch.cuda.graph
 _Stream = torch.cuda.Stream
 _stream = torch.cuda.stream
 _cuda_available = torch.cuda.is_available
+_spin = getattr(torch.cuda, "_sleep", None)  # a kernel that spins for N GPU clock cycles
 
 # The flush buffer is FLUSH_L2_MULTIPLE times the L2 (60 MB on an H200: 120 MB, ~30 us to
 # write): writing it evicts whatever the previous call or prepare() left in L2.
@@ -46,16 +47,23 @@ def time_interleaved(
     l2_flush: bool = True,
     after_call: AfterCall | None = None,
     cuda_graphs: bool = False,
+    head_start_us: float = 0.0,
 ) -> dict[str, Timing]:
     """Median (and spread) of each function's time over `reps` calls, interleaved in one process.
 
     Per round, every function runs once, in an order rotated by one each round so slow drift
     (clocks, temperature, other tenants) hits all of them alike. Per call:
     `args = prepare(i)` (fresh input clones, untimed), L2 flush (untimed: it runs before the
-    start event on the same stream), start event, `out = call(*args)`, device-wide synchronize
-    (waits for work the call left on side streams), end event; then, untimed,
-    `after_call(name, i, out, args)`. `i` counts one function's calls from 0, warm-up included.
-    The synchronize adds the host's wake-up (~10 us) to every function alike.
+    start event on the same stream), a GPU spin of `head_start_us` (untimed), start event,
+    `out = call(*args)`, device-wide synchronize (waits for work the call left on side streams),
+    end event; then, untimed, `after_call(name, i, out, args)`. `i` counts one function's calls
+    from 0, warm-up included.
+
+    The spin keeps the GPU busy while the host runs `call`'s Python and launches its kernels,
+    so the start event fires when they are already queued: host launch overhead up to the head
+    start is not timed, for every contender alike (without it, a small kernel behind a slower
+    Python launch path reads slower than it runs). The synchronize still adds the host's
+    wake-up (~10 us) to every function alike.
 
     cuda_graphs=True captures one call of each function into a CUDA graph (after a few calls on a
     side stream) and times replays. Caveats: Python in `call` runs only at capture (counters,
@@ -74,6 +82,7 @@ def time_interleaved(
         raise ValueError(f"reps must be >= 1 and warmup >= 0, got reps={reps}, warmup={warmup}")
     names = list(fns)
     flush = flush_buffer() if l2_flush else None
+    spin_cycles = head_start_cycles(head_start_us)
     runners = {
         name: _GraphRunner(*fns[name]) if cuda_graphs else _EagerRunner(*fns[name])
         for name in names
@@ -84,7 +93,7 @@ def time_interleaved(
         for name in _rotated(names, round_):
             i = calls[name]
             calls[name] += 1
-            ms, out, args = runners[name].timed(i, flush)
+            ms, out, args = runners[name].timed(i, flush, spin_cycles)
             if after_call is not None:
                 after_call(name, i, out, args)
             if round_ >= warmup:
@@ -127,9 +136,11 @@ class _EagerRunner:
     def __init__(self, prepare: Prepare, call: Call):
         self.prepare, self.call = prepare, call
 
-    def timed(self, i: int, flush: torch.Tensor | None) -> tuple[float, Any, Sequence[Any]]:
+    def timed(
+        self, i: int, flush: torch.Tensor | None, spin_cycles: int = 0
+    ) -> tuple[float, Any, Sequence[Any]]:
         args = self.prepare(i)
-        return (*_time_one(lambda: self.call(*args), flush), args)
+        return (*_time_one(lambda: self.call(*args), flush, spin_cycles), args)
 
 
 class _GraphRunner:
@@ -154,19 +165,25 @@ class _GraphRunner:
             raise RuntimeError(f"cannot capture the call into a CUDA graph: {e}") from e
         _device_synchronize()
 
-    def timed(self, i: int, flush: torch.Tensor | None) -> tuple[float, Any, Sequence[Any]]:
+    def timed(
+        self, i: int, flush: torch.Tensor | None, spin_cycles: int = 0
+    ) -> tuple[float, Any, Sequence[Any]]:
         fresh = self.prepare(i)
         for static, new in zip(self.args, fresh):
             if isinstance(static, torch.Tensor):
                 static.copy_(new)
-        ms, _ = _time_one(self.graph.replay, flush)
+        ms, _ = _time_one(self.graph.replay, flush, spin_cycles)
         return ms, self.out, self.args
 
 
-def _time_one(run: Callable[[], Any], flush: torch.Tensor | None) -> tuple[float, Any]:
+def _time_one(
+    run: Callable[[], Any], flush: torch.Tensor | None, spin_cycles: int = 0
+) -> tuple[float, Any]:
     stream = _current_stream()
     if flush is not None:
         flush.zero_()
+    if spin_cycles:
+        _spin(spin_cycles)
     start, end = _Event(enable_timing=True), _Event(enable_timing=True)
     _record(start, stream)
     out = run()
@@ -174,6 +191,27 @@ def _time_one(run: Callable[[], Any], flush: torch.Tensor | None) -> tuple[float
     _record(end, stream)
     _event_synchronize(end)
     return _elapsed_time(start, end), out
+
+
+_cycles_per_us: dict[int, float] = {}
+
+
+def head_start_cycles(head_start_us: float) -> int:
+    """GPU clock cycles that the spin kernel needs to last `head_start_us` on this device
+    (calibrated once per device with CUDA events); 0 when off or when torch has no spin kernel."""
+    if head_start_us <= 0 or _spin is None:
+        return 0
+    index = torch.cuda.current_device()
+    if index not in _cycles_per_us:
+        probe = 1_000_000
+        _spin(probe)  # warm: the first launch pays for loading the kernel
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        _record(start, _current_stream())
+        _spin(probe)
+        _record(end, _current_stream())
+        _event_synchronize(end)
+        _cycles_per_us[index] = probe / max(_elapsed_time(start, end) * 1000.0, 1e-3)
+    return max(1, int(head_start_us * _cycles_per_us[index]))
 
 
 def _rotated(names: list[str], k: int) -> list[str]:

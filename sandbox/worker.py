@@ -1011,6 +1011,7 @@ class Evaluation:
                 l2_flush=cfg.l2_flush,
                 after_call=after_call,
                 cuda_graphs=cfg.cuda_graphs,
+                head_start_us=cfg.head_start_us,
             )
         except Verdict:
             raise
@@ -1029,7 +1030,10 @@ class Evaluation:
             )
         return Timings(
             meaningful=True,
-            note=f"median of {cfg.reps} interleaved calls, L2 flushed: {cfg.l2_flush}",
+            note=(
+                f"median of {cfg.reps} interleaved calls, L2 flushed: {cfg.l2_flush}, "
+                f"GPU head start: {cfg.head_start_us:g} us"
+            ),
             candidate=samples.get("candidate"),
             eager=samples.get("eager"),
             compiled=samples.get("compiled"),

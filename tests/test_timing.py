@@ -202,3 +202,26 @@ def test_patching_torch_cuda_later_does_not_reach_the_timer(monkeypatch):
 
     t = time_interleaved({"f": (lambda i: (x,), on_side)}, reps=5, warmup=1)
     assert t["f"].median_ms > 0.5  # two 4096^3 fp32 GEMMs: milliseconds, not 0
+
+
+@pytest.mark.gpu
+def test_head_start_hides_host_launch_overhead_alike():
+    """A call that spends 300 us on the host before launching a tiny kernel: without a head start
+    the idle GPU is timed; with a head start longer than that, only the kernel is."""
+    import time as _time
+
+    x = torch.randn(1024, device="cuda")
+
+    def slow_launch(t):
+        until = _time.perf_counter() + 300e-6
+        while _time.perf_counter() < until:
+            pass
+        return t * 2
+
+    fns = {"slow": (lambda i: (x.clone(),), slow_launch)}
+    bare = time_interleaved(fns, reps=30, warmup=3)["slow"].median_ms
+    ahead = time_interleaved(fns, reps=30, warmup=3, head_start_us=2000)["slow"].median_ms
+    assert bare > 0.25, bare
+    assert ahead < 0.1, ahead
+    assert timing.head_start_cycles(0) == 0
+    assert timing.head_start_cycles(100) < timing.head_start_cycles(1000)
