@@ -94,9 +94,15 @@ def main() -> int:
         warm_new = [timed(pool, task, candidate(v), config)[0] for v in (1, 2, 3)]
         # Warm, same kernel text again: Triton's on-disk cache skips the compile, so this is
         # the evaluator's own cost beyond compiling.
-        warm_cached = [timed(pool, task, candidate(v), config)[0] for v in (1, 2, 3)]
+        cached_runs = [timed(pool, task, candidate(v), config) for v in (1, 2, 3)]
+        warm_cached = [s for s, _ in cached_runs]
         numbers["warm_new_kernel_s"] = statistics.median(warm_new)
         numbers["warm_beyond_compile_s"] = statistics.median(warm_cached)
+        # Where a warm evaluation's time goes (the evaluator's own per-step wall times).
+        numbers["warm_phases_s"] = {
+            k: round(statistics.median(r.phases_s.get(k, 0.0) for _, r in cached_runs), 3)
+            for k in cached_runs[0][1].phases_s
+        }
         numbers["compile_estimate_s"] = (
             numbers["warm_new_kernel_s"] - numbers["warm_beyond_compile_s"]
         )
@@ -157,6 +163,7 @@ def append_results(path: Path, row: dict) -> None:
             "warm s beyond compile",
             "candidates/min",
             "repeat medians ms (diff)",
+            "warm steps s",
         ],
         [
             row["date"],
@@ -169,6 +176,7 @@ def append_results(path: Path, row: dict) -> None:
             f"{row['candidates_per_minute']:.0f}",
             f"{row['repeat_medians_ms'][0]:.4f} / {row['repeat_medians_ms'][1]:.4f} "
             f"({row['repeat_diff_pct']:.2f}%)",
+            ", ".join(f"{k} {v:.2f}" for k, v in row["warm_phases_s"].items()),
         ],
     )
 

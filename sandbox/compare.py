@@ -216,6 +216,8 @@ def _compare_tensor(
     if ref.is_complex():  # real and imaginary parts as a trailing dimension of 2
         out, ref = torch.view_as_real(out.resolve_conj()), torch.view_as_real(ref.resolve_conj())
     atol, rtol = tol
+    if _surely_within(out, ref, atol, rtol):
+        return None
     o_flat = out.detach().to(ref.device).reshape(-1)
     r_flat = ref.detach().reshape(-1)
     count, max_abs, max_rel = 0, 0.0, 0.0
@@ -255,6 +257,23 @@ def _compare_tensor(
         max_rel_err=max_rel,
         first_bad=tuple((_unravel(i, shape), got, exp) for i, got, exp in first),
     )
+
+
+# The fast path's margin: far above float32's rounding of |out - ref| and of the bound (~1e-7
+# relative), so a pass there is a pass in exact arithmetic.
+_FAST_MARGIN = 1.0 - 1e-5
+
+
+def _surely_within(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> bool:
+    """A sufficient test in float32, a few passes over the data instead of the float64 slices:
+    True only when every element is finite and within tolerance; NaN, Inf and anything near the
+    edge go the exact way (which also finds the first bad elements)."""
+    if ref.dtype not in (torch.float32, torch.float16, torch.bfloat16) or not atol + rtol:
+        return False
+    o = out.detach().to(device=ref.device, dtype=torch.float32)
+    r = ref.detach().to(torch.float32)
+    bound = r.abs().mul_(rtol).add_(atol).mul_(_FAST_MARGIN)
+    return bool(((o - r).abs_() <= bound).all())
 
 
 def _compare_value(name: str, out: Any, ref: Any, tol: tuple[float, float]) -> Mismatch | None:

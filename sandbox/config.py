@@ -28,8 +28,6 @@ class EvalConfig:
     timing: bool = True
     warmup: int = 5
     reps: int = 50
-    # Distinct input sets the timed calls rotate through (all outputs are checked afterwards).
-    input_sets: int = 3
     compile_baseline: bool = True
     cuda_graphs: bool = False
     l2_flush: bool = True

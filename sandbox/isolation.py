@@ -32,7 +32,7 @@ ENV_ALLOW = frozenset(
         "NVSHMEM_DISABLE_NVLS",
         "OPENBLAS_CORETYPE",
         "OPENBLAS_L2_SIZE",
-        "KERNELWRIGHT_CACHE",
+        "KERNELWRIGHT_CACHE_DIR",
     }
 )
 ENV_ALLOW_PREFIXES = ("TRITON_", "TORCHINDUCTOR_", "CUBLAS_", "CUDNN_")
@@ -47,6 +47,12 @@ def worker_env(parent: dict[str, str], *, home: Path, device: str) -> dict[str, 
         allowed = name in ENV_ALLOW or name.startswith(ENV_ALLOW_PREFIXES)
         if allowed and not any(s in name.upper() for s in ENV_DENY_SUBSTRINGS):
             env[name] = value
+    # The measured device ceilings are shared by every worker on the machine (the user's cache,
+    # not the worker's throwaway home): measured once per GPU, not once per pool.
+    env.setdefault(
+        "KERNELWRIGHT_CACHE_DIR",
+        os.path.join(parent.get("HOME") or os.path.expanduser("~"), ".cache", "kernelwright"),
+    )
     env.update(
         HOME=str(home),
         TMPDIR=str(home),

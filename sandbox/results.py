@@ -178,6 +178,9 @@ class EvalResult(_JsonRecord):
     kernels: tuple[KernelStats, ...] = ()
     environment: Environment = field(default_factory=Environment)
     wall_s: float = 0.0
+    # Wall seconds of each step of the evaluation (load, trials, same_address, drift, variant,
+    # timing): where an evaluation's time goes.
+    phases_s: dict[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -69,8 +69,8 @@ class Ceilings:
 def measure_ceilings(device="cuda", refresh: bool = False) -> Ceilings:
     """The ceilings of `device`: measured once per GPU/driver/torch and cached as JSON.
 
-    The cache lives in $KERNELWRIGHT_CACHE or ~/.cache/kernelwright (ceilings.json); a file lock
-    keeps two workers on one machine from measuring at the same time (they would halve each
+    The cache lives in $KERNELWRIGHT_CACHE_DIR or ~/.cache/kernelwright (ceilings.json); a file
+    lock keeps two workers on one machine from measuring at the same time (they would halve each
     other's numbers). On CPU: Ceilings(device="cpu", meaningful=False), nothing measured.
     """
     device = torch.device(device)
@@ -174,8 +174,8 @@ def dtype_key(dtype) -> str:
 
 
 def cache_dir() -> Path:
-    """$KERNELWRIGHT_CACHE, else ~/.cache/kernelwright."""
-    root = os.environ.get("KERNELWRIGHT_CACHE")
+    """$KERNELWRIGHT_CACHE_DIR (as for the LLM cache), else ~/.cache/kernelwright."""
+    root = os.environ.get("KERNELWRIGHT_CACHE_DIR")
     return Path(root) if root else Path.home() / ".cache" / "kernelwright"
 
 

@@ -334,15 +334,26 @@ def build_reference(ns: Mapping[str, Any], dtype, device, seed: int) -> nn.Modul
 
 
 def build_inputs(ns: Mapping[str, Any], dtype, device, seed: int) -> list[Any]:
-    """get_inputs() under a seeded CPU generator; floating tensors cast to `dtype`, all on `device`.
+    """get_inputs() under seeded generators; floating tensors cast to `dtype`, all on `device`.
 
-    Tensors are always copied (a task may hand out the same module-level tensor twice), keep their
-    strides (a transposed or sliced input stays non-contiguous) and expanded dimensions stay
-    expanded. Non-tensor inputs pass through.
+    On a GPU, get_inputs runs with `device` as torch's default device, so its torch.randn & co.
+    draw there: a GB of inputs drawn on the host takes seconds, and the evaluator draws fresh
+    inputs many times per candidate. A get_inputs that cannot run that way (it needs host
+    tensors: numpy, pin_memory) draws on the host. Tensors are always copied (a task may hand out
+    the same module-level tensor twice), keep their strides (a transposed or sliced input stays
+    non-contiguous) and expanded dimensions stay expanded. Non-tensor inputs pass through.
     """
     dtype, device = as_dtype(dtype), torch.device(device)
-    with seeded(seed, device):  # the device's RNG too, for a get_inputs that draws there
-        inputs = list(ns["get_inputs"]())
+    inputs = None
+    if device.type == "cuda":
+        try:
+            with seeded(seed, device), device:
+                inputs = list(ns["get_inputs"]())
+        except Exception:
+            inputs = None
+    if inputs is None:
+        with seeded(seed, device):  # the device's RNG too, for a get_inputs that draws there
+            inputs = list(ns["get_inputs"]())
     return [_placed(x, dtype, device) for x in inputs]
 
 

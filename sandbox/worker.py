@@ -400,6 +400,10 @@ class Worker:
             ctx = self.context(request, config)
         except Verdict as v:
             return Baseline(status="error", message=v.message, **base)
+        # As in evaluate(): the state to hold is the one after trusted setup, set_precision
+        # included (torch 2.11 on CUDA turns matmul.fp32_precision from 'none' to 'ieee' there,
+        # which the worker's start-up snapshot would otherwise count as a patch).
+        self.snapshot = checks.integrity_snapshot()
         ops, ops_note = self.op_breakdown(ctx)
         if not self.cuda:
             return Baseline(
@@ -522,16 +526,32 @@ class Evaluation:
         self.calls = 0
         self.prev_outputs: collections.deque = collections.deque(maxlen=3)
         self.base_threads = checks.python_threads()
+        self.phases: dict[str, float] = {}
 
     # -- the sequence --------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def step(self, name: str):
+        """Adds the wall time of the block to phases[name]."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - started
+
     def run(self, base: dict[str, Any]) -> EvalResult:
         limit_cpu_seconds(self.config.cpu_time_s)
-        model = self.load()
-        self.check_trials(model)
-        self.check_same_address(model)
-        self.check_drift(model)
-        self.check_variant()
+        base = {**base, "phases_s": self.phases}
+        with self.step("load"):
+            model = self.load()
+        with self.step("trials"):
+            self.check_trials(model)
+        with self.step("same_address"):
+            self.check_same_address(model)
+        with self.step("drift"):
+            self.check_drift(model)
+        with self.step("variant"):
+            self.check_variant()
         notes = list(self.ctx.notes)
         if self.deterministic is False:
             notes.append(
@@ -553,8 +573,10 @@ class Evaluation:
                 **base,
             )
         self.w.phase(self.request, "timing")
-        timings = self.time(candidate=model)
-        self.check_drift(model, calls=1, after="after timing")
+        with self.step("timing"):
+            timings = self.time(candidate=model)
+        with self.step("drift"):
+            self.check_drift(model, calls=1, after="after timing")
         return self.timed_result(base, timings, notes)
 
     def timed_result(self, base, timings: Timings, notes: list[str]) -> EvalResult:
@@ -612,7 +634,9 @@ class Evaluation:
 
         self.check_signature(cls, shape)
         torch = self.torch
-        with self.candidate_code("constructing ModelNew"):
+        # Built on the device: __init__'s parameters are overwritten with the reference's below,
+        # and a large weight initialised on the host costs seconds per evaluation.
+        with self.candidate_code("constructing ModelNew"), torch.device(self.w.device):
             torch.manual_seed(0)
             model = cls(*shape.init_inputs)
             model = model.to(device=self.w.device)
@@ -946,22 +970,24 @@ class Evaluation:
     # -- timing --------------------------------------------------------------------------------
 
     def time(self, candidate) -> Timings:
-        """Interleaved timing of eager, torch.compile and the candidate on rotating input sets."""
-        from .compare import compare
+        """Interleaved timing of eager, torch.compile and the candidate.
+
+        Every round draws fresh inputs and all contenders get copies of the same draw, so no
+        output can be memoised across timed calls (no input is ever seen twice); the candidate's
+        output is checked against eager's on the same inputs in the same round.
+        """
+        from .compare import compare, flatten_outputs
         from .task import build_inputs
         from .timing import time_interleaved
 
         torch, ctx, cfg = self.torch, self.ctx, self.config
-        sets = self.trials[: max(1, cfg.input_sets)]
-        if not sets:  # baseline only: draw input sets of our own
-            for _ in range(max(1, cfg.input_sets)):
-                inputs = build_inputs(
-                    ctx.main.ns, ctx.dtype, self.w.device, self.w.rng.randrange(2**31)
-                )
-                sets.append(Trial(inputs, None, None))
+        rounds: dict[int, dict[str, Any]] = {}  # round -> pristine inputs and outputs so far
 
         def prepare(i):
-            return _clone(sets[i % len(sets)].pristine, torch)
+            if i not in rounds:
+                seed = self.w.rng.randrange(2**31)
+                rounds[i] = {"pristine": build_inputs(ctx.main.ns, ctx.dtype, self.w.device, seed)}
+            return _clone(rounds[i]["pristine"], torch)
 
         def eager(*args):
             with torch.no_grad():
@@ -986,21 +1012,29 @@ class Evaluation:
             fns["candidate"] = (prepare, cand)
 
         def after_call(name, i, out, args):
-            if name != "candidate" or failures:
-                return
-            trial = sets[i % len(sets)]
-            if any(
-                isinstance(a, torch.Tensor) and not _same(a, b, torch)
-                for a, b in zip(args, trial.pristine)
-            ):
-                failures.append(("input-mutation", f"timed call {i}: an input was modified"))
-                return
-            from .compare import flatten_outputs
-
-            for (_, o), (_, r) in zip(flatten_outputs(out), flatten_outputs(trial.ref)):
-                if isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None:
-                    failures.append(("drift", f"timed call {i}: wrong result"))
-                    return
+            state = rounds[i]
+            state[name] = True
+            if name == "candidate" and not failures:
+                if any(
+                    isinstance(a, torch.Tensor) and not _same(a, b, torch)
+                    for a, b in zip(args, state["pristine"])
+                ):
+                    failures.append(("input-mutation", f"timed call {i}: an input was modified"))
+                else:
+                    state["candidate_out"] = out
+            elif name == "eager" and candidate is not None:
+                state["eager_out"] = out
+            if "candidate_out" in state and "eager_out" in state and not failures:
+                pairs = zip(
+                    flatten_outputs(state.pop("candidate_out")),
+                    flatten_outputs(state.pop("eager_out")),
+                )
+                for (_, o), (_, r) in pairs:
+                    if isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None:
+                        failures.append(("drift", f"timed call {i}: wrong result"))
+                        break
+            if all(n in state for n in fns):  # the round is over: let its tensors go
+                del rounds[i]
 
         limit_cpu_seconds(cfg.cpu_time_s)  # timing gets a CPU budget of its own
         try:
@@ -1031,8 +1065,8 @@ class Evaluation:
         return Timings(
             meaningful=True,
             note=(
-                f"median of {cfg.reps} interleaved calls, L2 flushed: {cfg.l2_flush}, "
-                f"GPU head start: {cfg.head_start_us:g} us"
+                f"median of {cfg.reps} interleaved calls, fresh inputs every round, "
+                f"L2 flushed: {cfg.l2_flush}, GPU head start: {cfg.head_start_us:g} us"
             ),
             candidate=samples.get("candidate"),
             eager=samples.get("eager"),

@@ -264,3 +264,21 @@ def test_same_bits():
     assert same_bits(x.t(), x.clone())
     y = torch.randn(3, 4)
     assert same_bits(y.t(), y.t().contiguous())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_the_float32_fast_path_agrees_with_the_exact_rule_at_the_edge(dtype):
+    atol, rtol = TOLERANCES[dtype]
+    ref = (torch.randn(10_000, dtype=torch.float64) * 3).to(dtype)
+    bound = atol + rtol * ref.double().abs()
+    for factor, fails in ((0.5, False), (0.99, False), (1.02, True)):
+        out = (ref.double() + factor * bound).to(dtype)
+        exact_bad = int(((out.double() - ref.double()).abs() > bound).sum())
+        m = compare(out, ref, dtype)
+        assert (m is not None) == (exact_bad > 0), (factor, m)
+        if fails:
+            assert exact_bad > 0 and m.count == exact_bad
+    # A NaN or Inf never passes the fast path: the exact path places them.
+    nan_out = ref.clone()
+    nan_out[7] = float("nan")
+    assert compare(nan_out, ref, dtype).first_bad[0][0] == (7,)

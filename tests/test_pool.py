@@ -61,6 +61,9 @@ def test_good_candidate_is_ok_and_round_trips_as_json(pool):
     assert result.environment.interpreter and "audit-hook" in result.environment.isolation
     assert result.timings is not None and not result.timings.meaningful
     assert result.correctness.variant_checked
+    steps = result.phases_s
+    assert {"load", "trials", "same_address", "drift", "variant"} <= set(steps), steps
+    assert all(v >= 0 for v in steps.values()) and sum(steps.values()) <= result.wall_s
     again = type(result).from_json(result.to_json())
     assert again.to_json() == result.to_json()
 
@@ -135,6 +138,10 @@ def test_worker_environment_keeps_no_secrets(tmp_path):
     assert "TRITON_API_TOKEN" not in env  # an allowed prefix does not let a token through
     assert env["HOME"] == str(tmp_path) and env["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
     assert env["TRITON_INTERPRET"] == "1"
+    # Device ceilings are measured once per machine: the user's cache, not the throwaway home.
+    assert env["KERNELWRIGHT_CACHE_DIR"] == "/root/.cache/kernelwright"
+    mine = worker_env({**parent, "KERNELWRIGHT_CACHE_DIR": "/c"}, home=tmp_path, device="cpu")
+    assert mine["KERNELWRIGHT_CACHE_DIR"] == "/c"
 
 
 def test_cli_eval_reports_and_exits(tmp_path):

@@ -94,7 +94,7 @@ def test_cpu_ceilings_are_not_meaningful():
 
 
 def test_ceilings_are_measured_once_and_cached(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELWRIGHT_CACHE", str(tmp_path))
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(rl, "device_key", lambda index: f"Fake GPU {index}|driver 1|torch x")
     measured = []
 
@@ -118,7 +118,7 @@ def test_ceilings_are_measured_once_and_cached(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_measured_ceilings_are_plausible_and_cached(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELWRIGHT_CACHE", str(tmp_path))
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
     fp32_precision = torch.get_float32_matmul_precision()
     ceilings = measure_ceilings("cuda")
     assert torch.get_float32_matmul_precision() == fp32_precision  # TF32 setting restored
@@ -133,7 +133,7 @@ def test_measured_ceilings_are_plausible_and_cached(tmp_path, monkeypatch):
 
 @pytest.mark.gpu
 def test_torch_kernels_are_not_impossible(tmp_path, monkeypatch):
-    monkeypatch.setenv("KERNELWRIGHT_CACHE", str(tmp_path))
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
     ceilings = measure_ceilings("cuda")
 
     def median_ms(fn, reps=20):

@@ -155,7 +155,7 @@ def verdicts(pool):
 
 def test_every_exploit_file_is_in_the_table():
     files = {p.stem for p in ZOO.glob("*.py")}
-    assert files == {c.exploit for c in CASES} | {"roofline_memo"}
+    assert files == {c.exploit for c in CASES} | {"memo_after_checks"}  # GPU-only, below
     assert len(files) >= 22
 
 
@@ -205,10 +205,53 @@ def test_keys_are_not_in_the_worker_environment(verdicts):
 
 
 @pytest.mark.gpu
-def test_memoised_output_under_the_roofline():
-    # 64 Mi fp32 elements: 512 MB in and out, ~0.1 ms at an H200's bandwidth; the memoised calls
-    # take ~20 us (two scalar reads), far under the bound.
+def test_outputs_memoised_for_the_timed_calls_are_caught():
+    # Timed rounds draw fresh inputs: an output replayed from an earlier call is wrong there.
     config = EvalConfig(shapes={"rows": 8192, "cols": 8192}, compile_baseline=False)
     with EvalPool(workers=1) as pool:
-        result = pool.submit(AFFINE, (ZOO / "roofline_memo.py").read_text(), config).result()
+        result = pool.submit(AFFINE, (ZOO / "memo_after_checks.py").read_text(), config).result()
+    assert (result.status, result.rule) == ("incorrect", "drift"), result.summary()
+
+
+HONEST_AFFINE = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _affine_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 3.0 + 1.0, mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        _affine_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+"""
+
+
+@pytest.mark.gpu
+def test_a_time_under_the_roofline_is_rejected(tmp_path, monkeypatch):
+    # The rule's wiring end to end: ceilings cached at 1/100 of what the device does make an
+    # honest kernel's time 'impossible', as a kernel hiding its work from the timer would be.
+    import json
+
+    from kernelwright.sandbox.roofline import CACHE_FILE, measure_ceilings
+
+    monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
+    real = measure_ceilings("cuda")  # measured into tmp_path, then slowed down
+    slow = dict(real.to_dict(), bandwidth_gbps=real.bandwidth_gbps / 100)
+    (tmp_path / CACHE_FILE).write_text(json.dumps({real.key: slow}))
+    config = EvalConfig(shapes={"rows": 8192, "cols": 8192}, compile_baseline=False)
+    with EvalPool(workers=1) as pool:
+        result = pool.submit(AFFINE, HONEST_AFFINE, config).result()
     assert (result.status, result.rule) == ("rejected", "roofline"), result.summary()
+    assert "under the physical lower bound" in result.message
