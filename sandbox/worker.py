@@ -527,6 +527,7 @@ class Evaluation:
         self.prev_outputs: collections.deque = collections.deque(maxlen=3)
         self.base_threads = checks.python_threads()
         self.phases: dict[str, float] = {}
+        self.timed_edge_cases = 0  # timed outputs past allclose but within float64 precision
 
     # -- the sequence --------------------------------------------------------------------------
 
@@ -577,6 +578,12 @@ class Evaluation:
             timings = self.time(candidate=model)
         with self.step("drift"):
             self.check_drift(model, calls=1, after="after timing")
+        if self.timed_edge_cases:
+            notes.append(
+                f"{self.timed_edge_cases} timed output(s) differed from eager's beyond the "
+                "allclose tolerance at some element but were as accurate as eager against a "
+                "float64 reference (an ill-conditioned output: both are rounding differently)"
+            )
         return self.timed_result(base, timings, notes)
 
     def timed_result(self, base, timings: Timings, notes: list[str]) -> EvalResult:
@@ -1025,14 +1032,13 @@ class Evaluation:
             elif name == "eager" and candidate is not None:
                 state["eager_out"] = out
             if "candidate_out" in state and "eager_out" in state and not failures:
-                pairs = zip(
-                    flatten_outputs(state.pop("candidate_out")),
-                    flatten_outputs(state.pop("eager_out")),
-                )
-                for (_, o), (_, r) in pairs:
-                    if isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None:
-                        failures.append(("drift", f"timed call {i}: wrong result"))
-                        break
+                out, ref = state.pop("candidate_out"), state.pop("eager_out")
+                pairs = zip(flatten_outputs(out), flatten_outputs(ref))
+                if any(
+                    isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None
+                    for (_, o), (_, r) in pairs
+                ):
+                    self.judge_timed_mismatch(i, out, ref, state["pristine"], failures)
             if all(n in state for n in fns):  # the round is over: let its tensors go
                 del rounds[i]
 
@@ -1074,6 +1080,36 @@ class Evaluation:
             compiled_error=ctx.compiled_error,
             cuda_graphs=cfg.cuda_graphs,
         )
+
+    def judge_timed_mismatch(self, i: int, out, ref, pristine, failures: list) -> None:
+        """A timed output outside the allclose tolerance of eager's, on inputs no check has seen.
+
+        Fresh inputs every round mean dozens of new draws per evaluation, and on an
+        ill-conditioned output (a long sum with cancellation) two equally accurate fp32 results
+        can differ by more than the tolerance at an element or two: on the H200, two launch
+        configurations of an honest matmul-then-sum kernel (level2/06), as accurate as eager
+        against float64 in their checks, failed a timed call that way. The float64 reference of the round decides: an output whose
+        error is within the precision limit of the checks (PRECISION_FACTOR x eager's own, with
+        its floor) is as right as eager's and passes, with a note; a memoised, stale or partial
+        output is orders of magnitude past that limit.
+        """
+        from .compare import precision_limit, rel_error
+
+        torch = self.torch
+        with torch.no_grad():
+            ref64 = self.ctx.main.ref64(*_to64(pristine, torch))
+        err, eager = rel_error(out, ref64), rel_error(ref, ref64)
+        limit = precision_limit(eager, self.ctx.dtype, self.config.precision)
+        if err > limit:
+            failures.append(
+                (
+                    "drift",
+                    f"timed call {i}: wrong result (relative error vs float64 {err:.2e}, "
+                    f"eager's {eager:.2e}, allowed {limit:.2e})",
+                )
+            )
+        else:
+            self.timed_edge_cases += 1
 
     # -- reporting -----------------------------------------------------------------------------
 
