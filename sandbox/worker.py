@@ -1088,10 +1088,10 @@ class Evaluation:
         ill-conditioned output (a long sum with cancellation) two equally accurate fp32 results
         can differ by more than the tolerance at an element or two: on the H200, two launch
         configurations of an honest matmul-then-sum kernel (level2/06), as accurate as eager
-        against float64 in their checks, failed a timed call that way. The float64 reference of the round decides: an output whose
-        error is within the precision limit of the checks (PRECISION_FACTOR x eager's own, with
-        its floor) is as right as eager's and passes, with a note; a memoised, stale or partial
-        output is orders of magnitude past that limit.
+        against float64 in their checks, failed a timed call that way. The float64 reference
+        of the round decides: an output whose error is within the precision limit of the checks
+        (PRECISION_FACTOR x eager's own, with its floor) is as right as eager's and passes, with
+        a note; a memoised, stale or partial output is orders of magnitude past that limit.
         """
         from .compare import precision_limit, rel_error
 
