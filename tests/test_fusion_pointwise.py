@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from test_fusion_harness import check_equal
 
@@ -40,3 +42,26 @@ def test_non_contiguous_input(tmp_path):
 
 def test_fp16_chain(tmp_path):
     check_equal("conv_bias_relu", tmp_path, [{}], dtype=torch.float16)
+
+
+def test_transposed_input_beside_broadcast_operands_is_walked_in_memory_order(tmp_path):
+    """level2/13's pattern: a transposed input times a per-column parameter. The kernel reads the
+    input in memory order (no transposing copy) and the output keeps its layout, as eager's
+    does; a row-major input of the same task still takes the row-major path."""
+    from test_fusion_harness import candidate_module
+
+    from kernelwright.agents.fusion import generate
+
+    bench = Path(__file__).parent.parent / "benchmarks" / "level2"
+    result = generate(str(bench / "13_transposed_input_silu_scale.py"))
+    assert result.source is not None, result.reason
+    assert "PERMUTED=permuted" in result.source
+    module = candidate_module(result.source, tmp_path)
+    torch.manual_seed(0)
+    model = module.ModelNew(48)
+    for x in (torch.randn(48, 40).t(), torch.randn(40, 48)):
+        with torch.no_grad():
+            out = model(x)
+            ref = torch.nn.functional.silu(x) * model.scale
+        assert out.stride() == x.stride()
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)

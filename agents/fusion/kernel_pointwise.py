@@ -11,7 +11,7 @@ per op).
 from __future__ import annotations
 
 from .group_writer import Emitted, GroupWriter
-from .index import access
+from .index import access, kept_pattern
 from .ir import PW
 from .pysrc import call, docstring
 
@@ -28,6 +28,14 @@ def write_pointwise(w: GroupWriter) -> Emitted:
     index_args: list[str] = []
     index_lines: list[str] = []
     patterns: dict[str, str] = {}
+    full = [t for t in w.tensors if access(t.shape, domain, runtime, "offs", "_").kind == "full"]
+    runs = [t for t in w.tensors if access(t.shape, domain, runtime, "offs", "_").kind == "runs"]
+    # Broadcast operands beside full ones that share a transposed dense layout: the kernel walks
+    # memory order (PERMUTED) and finds a broadcast operand's element from each kept dim's
+    # coordinate, (offs // stride) % size, instead of the row-major runs expression.
+    permuted = bool(full and runs)
+    dims = [d for d, c in enumerate(domain) if c != 1]
+    used_dims: list[int] = []
     for t in w.tensors:
         acc = access(t.shape, domain, runtime, "offs", f"{t.name}_i")
         if acc.kind == "runs":
@@ -37,16 +45,38 @@ def write_pointwise(w: GroupWriter) -> Emitted:
                 acc.args, acc.setup = [], []
             else:
                 key = acc.expr.replace(f"{t.name}_i", "IDX")
-                index_lines.append(f"    {t.name}_idx = {acc.expr}")
+                if permuted:
+                    kept = [d for d, k in zip(dims, kept_pattern(t.shape, domain)) if k]
+                    lead = rank - len(t.shape)  # dims the operand lacks in front
+                    terms = [f"((offs // pstride{d}) % size{d}) * {t.name}_bs{d}" for d in kept]
+                    index_lines += [
+                        "    if PERMUTED:",
+                        f"        {t.name}_idx = {' + '.join(terms)}",
+                        "    else:",
+                        f"        {t.name}_idx = {acc.expr}",
+                    ]
+                    index_args += [f"{t.name}_bs{d}" for d in kept]
+                    setup += [f"{t.name}_bs{d} = {t.name}.stride({d - lead})" for d in kept]
+                    used_dims += [d for d in kept if d not in used_dims]
+                else:
+                    index_lines.append(f"    {t.name}_idx = {acc.expr}")
                 patterns[key] = f"{t.name}_idx"
                 index_args += acc.args
                 setup += acc.setup
                 acc.expr = f"{t.name}_idx"
         accesses[id(t)] = acc
+    if permuted:
+        used_dims.sort()
+        index_args += [f"pstride{d}" for d in used_dims] + [f"size{d}" for d in used_dims]
+        lead_full = full[0].name
+        setup += [f"pstride{d} = {lead_full}.stride({d})" for d in used_dims]
+        setup += [f"size{d} = shape[{d}]" for d in used_dims]
 
     ptrs = [f"{t.name}_ptr" for t in w.tensors] + [f"{o.name}_ptr" for o in g.outputs]
     params = ptrs + ["n_elements"] + index_args + [s.name for s in w.scalars]
     params += ["BLOCK_SIZE: tl.constexpr", "WIDE: tl.constexpr"]
+    if permuted:
+        params.append("PERMUTED: tl.constexpr")
 
     n_in, n_out = len(w.tensors), len(g.outputs)
     kernel = ["@triton.jit", *call(f"def {w.kernel}", params, "", ":")]
@@ -86,6 +116,24 @@ def write_pointwise(w: GroupWriter) -> Emitted:
             launcher.append(f"    {o.name} = torch.empty_like({like}, dtype={w.dtype_expr(o)})")
         if setup:
             launcher.append(f"    shape = {like}.shape")
+    elif permuted:
+        names = ", ".join(t.name for t in full)
+        launcher.append(f"    shape = {w.shape_expr(out0)}")
+        launcher += [
+            "    # Full-size operands sharing a transposed dense layout are read in memory order",
+            "    # and the outputs get that layout, as in eager: no transposing copy.",
+            f"    permuted = _transposed_dense(shape, {names})",
+            "    if not permuted:",
+        ]
+        launcher += [f"        {t.name} = {t.name}.contiguous()" for t in full]
+        launcher += [f"    {t.name} = {t.name}.contiguous()" for t in runs]
+        helpers |= {"_transposed_dense", "_same_dense_layout"}
+        for o in g.outputs:
+            dtype = w.dtype_expr(o)
+            launcher.append(
+                f"    {o.name} = torch.empty_like({full[0].name}, dtype={dtype}) if permuted "
+                f"else torch.empty(shape, dtype={dtype}, device={w.device_expr()})"
+            )
     else:
         for t in w.tensors:
             launcher.append(f"    {t.name} = {t.name}.contiguous()")
@@ -107,8 +155,9 @@ def write_pointwise(w: GroupWriter) -> Emitted:
         + [
             "BLOCK_SIZE=POINTWISE_BLOCK",
             "WIDE=n_elements >= 2**31",
-            "num_warps=POINTWISE_WARPS",
         ]
+        + (["PERMUTED=permuted"] if permuted else [])
+        + ["num_warps=POINTWISE_WARPS"]
     )
     launcher += call(f"{w.kernel}[grid]", launch_args, "    ")
     launcher.append(f"    return {', '.join(o.name for o in g.outputs)}")

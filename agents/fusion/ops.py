@@ -588,3 +588,10 @@ HELPERS["_same_dense_layout"] = '''def _same_dense_layout(*tensors):
         expected *= size
     return True
 '''
+
+HELPERS["_transposed_dense"] = '''def _transposed_dense(shape, *tensors):
+    """True when the tensors all have `shape`, one set of strides, cover memory densely, and are
+    not row-major (a transposed input): a kernel can then walk them in memory order."""
+    first = tensors[0]
+    return first.shape == shape and not first.is_contiguous() and _same_dense_layout(*tensors)
+'''
