@@ -254,13 +254,21 @@ def cmd_suite(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     config = suite.workers_per_job(_run_config(args), args.jobs, cuda_available())
     _no_gpu_note()
+    groups = None
     if args.jobs > 1 and cuda_available():
-        print(
-            "kernelwright: note: concurrent jobs share the GPUs, so their timings can disturb "
-            "each other; use --jobs 1 for final numbers",
-            file=sys.stderr,
-        )
-    runner = suite.SuiteRunner(optimize, config, sys.stdout, _open_store(config.db))
+        import torch
+
+        gpus = torch.cuda.device_count()
+        groups = suite.device_groups(gpus, args.jobs)
+        if args.jobs > len(groups):
+            print(
+                f"kernelwright: note: {len(groups)} job(s), not {args.jobs}: one per GPU at most, "
+                "since tasks timed on the same GPU disturb each other's timings",
+                file=sys.stderr,
+            )
+    runner = suite.SuiteRunner(
+        optimize, config, sys.stdout, _open_store(config.db), device_groups=groups
+    )
     outcomes = runner.run(paths, jobs=args.jobs)
     print()
     print("\n".join(suite.summary_lines(suite_summary([o.row for o in outcomes]))))

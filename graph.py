@@ -80,7 +80,9 @@ def optimize(
     resume=RUN_ID and answer=their message ("/quit" ends the run).
     """
     if resume:
-        rundir, config, task = open_run(config.out_dir, resume, listeners)
+        rundir, stored, task = open_run(config.out_dir, resume, listeners)
+        # The run's own settings, but the GPUs of this invocation (another job, another box).
+        config = stored.replace(devices=config.devices)
     else:
         if task_path is None:
             raise ValueError("a new run needs a task file")
@@ -91,7 +93,7 @@ def optimize(
     }
     try:
         with (
-            EvalPool(config.workers) as pool,
+            EvalPool(config.workers, devices=list(config.devices) or None) as pool,
             closing(sqlite3.connect(rundir.checkpoint_path, check_same_thread=False)) as conn,
         ):
             ctx: RunContext = run_context(

@@ -61,6 +61,10 @@ class RunConfig:
     trials: int | None = None  # correctness trials per candidate (None: EvalConfig's default)
     eval_timeout_s: float | None = None  # per candidate (None: EvalConfig's default)
     workers: int | None = None  # evaluator processes (None: the pool's choice)
+    # GPUs the evaluator may use ("cuda:0", ...; empty: all). Set per job by `suite --jobs` so
+    # concurrent tasks never time on the same GPU; belongs to the invocation, not to the run
+    # (a resumed run takes the resuming invocation's).
+    devices: tuple[str, ...] = ()
     # Launch-constant sweep of correct candidates (`# tune:` comments); at most this many extra
     # evaluations per candidate, since each one costs a full correctness check.
     tune: bool = True
@@ -100,7 +104,10 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
         known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        fields = {k: v for k, v in data.items() if k in known}
+        if "devices" in fields:
+            fields["devices"] = tuple(fields["devices"] or ())
+        return cls(**fields)
 
 
 def parse_duration(text: str) -> float:
@@ -139,6 +146,8 @@ def _parser_for(f: dataclasses.Field) -> Callable[[str], Any]:
         return parse_duration
     if f.name == "shapes":
         return parse_shapes
+    if f.name == "devices":  # KERNELWRIGHT_DEVICES=cuda:0,cuda:1
+        return lambda text: tuple(d.strip() for d in text.split(",") if d.strip())
     kind = str(f.type)
     if kind.startswith("bool"):
         return _parse_bool

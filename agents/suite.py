@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -26,7 +27,7 @@ from .records import run_candidates, sync_run
 Optimize = Callable[..., dict[str, Any]]
 STATE_NAME = "suite_state.json"
 # Config fields that do not change what a run finds: where things go and how many processes.
-NOT_IN_KEY = frozenset({"out_dir", "db", "workers", "no_cache", "chat"})
+NOT_IN_KEY = frozenset({"out_dir", "db", "workers", "devices", "no_cache", "chat"})
 
 
 class SuiteError(Exception):
@@ -143,24 +144,40 @@ class SuiteRunner:
     config: RunConfig
     out: IO[str]
     store: Store | None = None
+    # With several jobs on a GPU machine: one group of GPUs per job (see device_groups), lent
+    # to a task for its whole run, so two tasks never time on the same GPU.
+    device_groups: list[tuple[str, ...]] | None = None
     state: SuiteState = field(init=False)
+    _free: queue.Queue = field(init=False)
 
     def __post_init__(self) -> None:
         self.state = SuiteState(Path(self.config.out_dir) / STATE_NAME)
+        self._free = queue.Queue()
+        for group in self.device_groups or []:
+            self._free.put(group)
 
     def run_task(self, path: Path) -> TaskOutcome:
+        if not self.device_groups:
+            return self._run_task(path, self.config)
+        group = self._free.get()
+        try:
+            return self._run_task(path, self.config.replace(devices=group))
+        finally:
+            self._free.put(group)
+
+    def _run_task(self, path: Path, config: RunConfig) -> TaskOutcome:
         label = task_label(path)
         try:
-            task = load_task(path, self.config.shapes)
+            task = load_task(path, config.shapes)
         except TaskError as e:
             return self._failed(label, path, str(e))
-        key = suite_key(task.hash, self.config)
+        key = suite_key(task.hash, config)
         entry = self.state.get(key) or {}
         if entry.get("finished"):
             self.out.write(f"[{label}] finished earlier in run {entry.get('run_id')}: skipped\n")
             return TaskOutcome(label, str(path), entry["row"], entry.get("run_id"), skipped=True)
         resume = entry.get("run_id")
-        if resume and not (Path(self.config.out_dir) / resume / "run.json").is_file():
+        if resume and not (Path(config.out_dir) / resume / "run.json").is_file():
             resume = None
 
         def started(event: dict[str, Any]) -> None:
@@ -170,11 +187,11 @@ class SuiteRunner:
         listeners = [started, plain_listener(self.out, prefix=f"[{label}] ")]
         try:
             run = self.optimize(
-                self.config, None if resume else str(path), resume=resume, listeners=listeners
+                config, None if resume else str(path), resume=resume, listeners=listeners
             )
         except Exception as e:  # one task's failure (a bug, a broken task) must not end the suite
             return self._failed(label, path, f"{type(e).__name__}: {e}")
-        run_dir = Path(self.config.out_dir) / run["run_id"]
+        run_dir = Path(config.out_dir) / run["run_id"]
         if self.store is not None:
             sync_run(self.store, run_dir)
         row = task_row(label, run_dir, run)
@@ -197,8 +214,18 @@ class SuiteRunner:
 
     def run(self, paths: Sequence[Path], jobs: int = 1) -> list[TaskOutcome]:
         """Every task (jobs at a time); outcomes in the order of `paths`."""
+        if self.device_groups:
+            jobs = min(jobs, len(self.device_groups))
         with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="suite") as pool:
             return list(pool.map(self.run_task, paths))
+
+
+def device_groups(gpus: int, jobs: int) -> list[tuple[str, ...]]:
+    """The GPUs of each job: `gpus` dealt round-robin into min(jobs, gpus) groups. Two jobs
+    never share a GPU (their timings would disturb each other), so jobs beyond the GPU count
+    are not made; a job with several GPUs evaluates a task's candidates on all of them."""
+    n = max(1, min(jobs, gpus))
+    return [tuple(f"cuda:{i}" for i in range(gpus) if i % n == k) for k in range(n)]
 
 
 def workers_per_job(config: RunConfig, jobs: int, cuda: bool) -> RunConfig:

@@ -46,6 +46,8 @@ def test_config_flags_beat_environment_beat_defaults() -> None:
     assert (config.patience, sources["patience"]) == (4, "env")
     assert (config.time_budget_s, sources["time_budget_s"]) == (1800.0, "env")
     assert (config.candidates, sources["candidates"]) == (RunConfig().candidates, "default")
+    pinned, _ = resolve_config({}, {"KERNELWRIGHT_DEVICES": "cuda:1, cuda:2"})
+    assert pinned.devices == ("cuda:1", "cuda:2")
 
 
 def test_role_models_follow_the_same_precedence() -> None:

@@ -17,6 +17,7 @@ from kernelwright.agents.suite import (
     SuiteError,
     SuiteRunner,
     SuiteState,
+    device_groups,
     find_tasks,
     suite_key,
     task_label,
@@ -53,7 +54,8 @@ def test_find_tasks_in_kernelbench_layout_plain_dirs_and_files(tmp_path):
 
 def test_suite_key_follows_what_changes_the_search_only():
     base = RunConfig(model="offline", out_dir="a", workers=1)
-    assert suite_key("h", base) == suite_key("h", base.replace(out_dir="b", workers=4, db="x"))
+    same = base.replace(out_dir="b", workers=4, db="x", devices=("cuda:1",))
+    assert suite_key("h", base) == suite_key("h", same)
     assert suite_key("h", base) != suite_key("h", base.replace(rounds=2))
     assert suite_key("h", base) != suite_key("h2", base)
 
@@ -144,6 +146,74 @@ def test_a_failing_task_is_reported_and_retried_next_time(tmp_path):
     second = SuiteRunner(optimize, config, io.StringIO()).run(tasks)
     assert [c[0] for c in optimize.calls] == [str(tasks[0].resolve())]  # softmax was finished
     assert [o.skipped for o in second] == [False, True]
+
+
+def test_jobs_get_gpus_of_their_own():
+    assert device_groups(2, 2) == [("cuda:0",), ("cuda:1",)]
+    assert device_groups(4, 2) == [("cuda:0", "cuda:2"), ("cuda:1", "cuda:3")]
+    assert device_groups(2, 5) == [("cuda:0",), ("cuda:1",)]  # never two jobs on one GPU
+    assert device_groups(1, 3) == [("cuda:0",)]
+
+
+def test_concurrent_tasks_never_hold_the_same_gpu(tmp_path):
+    import threading
+    import time
+
+    held: dict[str, str] = {}
+    clashes: list[str] = []
+    lock = threading.Lock()
+
+    class Recording(ScriptedOptimize):
+        def __call__(self, config, task_path=None, **kw):
+            with lock:
+                for d in config.devices:
+                    if d in held:
+                        clashes.append(d)
+                    held[d] = str(task_path)
+            time.sleep(0.05)  # long enough for the other job to be running too
+            with lock:
+                for d in config.devices:
+                    held.pop(d, None)
+            self.seen.append(config.devices)
+            return super().__call__(config, task_path, **kw)
+
+    optimize = Recording()
+    optimize.seen = []
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    runner = SuiteRunner(optimize, config, io.StringIO(), device_groups=device_groups(2, 2))
+    tasks = [
+        TASKS / "gelu.py",
+        TASKS / "softmax.py",
+        TASKS / "layernorm.py",
+        TASKS / "sum_reduce.py",
+    ]
+    outcomes = runner.run(tasks, jobs=4)  # capped at 2: one job per GPU group
+    assert clashes == [] and len(outcomes) == 4
+    assert sorted(set(optimize.seen)) == [("cuda:0",), ("cuda:1",)]
+
+
+def test_a_resumed_run_keeps_its_settings_but_takes_this_invocations_gpus(tmp_path, monkeypatch):
+    from kernelwright import graph
+
+    first = RunConfig(model="offline", out_dir=str(tmp_path), rounds=2, devices=("cuda:3",))
+    assert RunConfig.from_dict(json.loads(json.dumps(first.to_dict()))) == first
+    rundir, _, _ = graph.create_run(first, str(TASKS / "gelu.py"), None)
+    pools: list = []
+
+    class Stop(Exception):
+        pass
+
+    def pool(workers=None, devices=None):
+        pools.append(devices)
+        raise Stop  # enough: the run was opened and its pool asked for
+
+    monkeypatch.setattr(graph, "EvalPool", pool)
+    with pytest.raises(Stop):
+        graph.optimize(RunConfig(out_dir=str(tmp_path)), resume=rundir.run_id)
+    assert pools == [None]  # this invocation named no GPUs: all of them, not the run's cuda:3
+    with pytest.raises(Stop):
+        graph.optimize(RunConfig(out_dir=str(tmp_path), devices=("cuda:1",)), resume=rundir.run_id)
+    assert pools[-1] == ["cuda:1"]
 
 
 @pytest.mark.gpu
