@@ -574,7 +574,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("suite", help="optimize many tasks; KernelBench metrics at the end")
     p.add_argument("tasks", nargs="+", metavar="DIR|TASK", help="task files or directories")
-    p.add_argument("--jobs", type=int, default=1, help="tasks optimized at once (default 1)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="tasks optimized at once (default 1); on GPUs at most one job per GPU",
+    )
     _add_search_options(p)
     p.set_defaults(func=cmd_suite)
 
