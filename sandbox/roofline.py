@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from .results import Roofline
@@ -93,44 +94,122 @@ def count_work(model: torch.nn.Module, inputs: list[Any], outputs: Any) -> tuple
     """(minimal bytes, FLOPs) of one forward: the floor any implementation must pay.
 
     Bytes: every distinct input tensor, parameter and buffer read once, every output written
-    once, in their actual dtypes. FLOPs: torch.utils.flop_counter over a forward on the meta
-    device (matmul, addmm, bmm, baddbmm, conv, sdpa: 2 per multiply-add). Pointwise work is not
-    counted: it runs on the SIMT units and is bounded by memory long before it could approach the
-    tensor-core peak the FLOPs are divided by (1 FLOP per element against 4.8 TB/s and 990 TFLOP/s
-    would change the bound by <0.1%).
+    once, in their actual dtypes; except a tensor the forward only gathers rows or elements from
+    (embedding, embedding_bag, index_select, gather), which counts what the gathers touch when
+    that is less than the whole tensor: a lookup of a few rows of a large table must not make an
+    honest kernel look faster than memory allows. FLOPs: torch.utils.flop_counter over a forward
+    on the meta device (matmul, addmm, bmm, baddbmm, conv, sdpa: 2 per multiply-add). Pointwise
+    work is not counted: it runs on the SIMT units and is bounded by memory long before it could
+    approach the tensor-core peak the FLOPs are divided by (1 FLOP per element against 4.8 TB/s
+    and 990 TFLOP/s would change the bound by <0.1%).
     """
-    tensors = [*_tensors(inputs), *model.parameters(), *model.buffers()]
-    read = _distinct_bytes(tensors)
+    flops, gathered = _forward_counts(model, inputs)
+    named = [("input", i, t) for i, t in enumerate(_tensors(inputs))]
+    named += [("param", n, t) for n, t in [*model.named_parameters(), *model.named_buffers()]]
+    read = _distinct_bytes([t for _, _, t in named])
+    for kind, key, t in named:
+        touched = gathered.get((kind, key))
+        full = t.numel() * t.element_size()
+        if touched is not None and touched < full:
+            read -= full - touched
     written = _distinct_bytes(_tensors(outputs))
-    return read + written, count_flops(model, inputs)
+    return read + written, flops
 
 
 def count_flops(model: torch.nn.Module, inputs: list[Any]) -> int:
-    """FLOPs of model(*inputs) by torch's flop counter, on meta copies when the model allows.
+    """FLOPs of model(*inputs) by torch's flop counter (see _forward_counts)."""
+    return _forward_counts(model, inputs)[0]
 
-    On meta nothing runs and no buffer (running statistics) changes; a model that cannot run on
-    meta is run for real under no_grad, its buffers restored afterwards.
+
+# Ops that read only some rows (or elements) of their first argument, and the bytes they touch.
+def _rows_touched(table: torch.Tensor, index: torch.Tensor, dim: int = 0) -> int:
+    row = table.numel() // max(1, table.shape[dim]) if table.dim() else 1
+    return index.numel() * row * table.element_size()
+
+
+def _gather_ops() -> dict[Any, Any]:
+    """aten op -> bytes it reads from its first argument, for the ops this torch has."""
+
+    def by_rows(weight, index, *args, **kwargs) -> int:
+        return _rows_touched(weight, index)
+
+    table = {
+        "embedding": by_rows,
+        "_embedding_bag": by_rows,
+        "_embedding_bag_forward_only": by_rows,
+        "index_select": lambda t, dim, idx: _rows_touched(t, idx, dim),
+        "gather": lambda t, dim, idx, **k: idx.numel() * t.element_size(),
+    }
+    ops = {}
+    for name, touched in table.items():
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is not None and hasattr(packet, "default"):
+            ops[packet.default] = touched
+    return ops
+
+
+_GATHERS = _gather_ops()
+
+
+class _GatherUse(TorchDispatchMode):
+    """Records, for each watched tensor (by id), whether some op reads it whole and how many
+    bytes the gather ops read from it."""
+
+    def __init__(self, watched: dict[int, tuple[str, Any]]) -> None:
+        super().__init__()
+        self.watched = watched
+        self.whole: set[tuple[str, Any]] = set()
+        self.gathered: dict[tuple[str, Any], int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        gather = _GATHERS.get(func)
+        for pos, t in enumerate(_tensors([list(args), kwargs])):
+            key = self.watched.get(id(t))
+            if key is None:
+                continue
+            if gather is not None and pos == 0 and args and args[0] is t:
+                self.gathered[key] = self.gathered.get(key, 0) + gather(*args, **kwargs)
+            else:
+                self.whole.add(key)
+        return func(*args, **kwargs)
+
+
+def _forward_counts(model: torch.nn.Module, inputs: list[Any]) -> tuple[int, dict]:
+    """(FLOPs, {("input", i) | ("param", name): bytes gathered}) of one forward; the map holds
+    only tensors that nothing but gathers read.
+
+    On meta copies when the model allows (nothing runs, no buffer changes); a model that cannot
+    run on meta is run for real under no_grad, its buffers restored afterwards.
     """
     state = {n: t for n, t in [*model.named_parameters(), *model.named_buffers()]}
+
+    def counted(run, params: dict[str, torch.Tensor], args: list[Any]) -> tuple[int, dict]:
+        watched = {id(t): ("param", n) for n, t in params.items()}
+        watched |= {id(t): ("input", i) for i, t in enumerate(_tensors(args))}
+        counter, uses = FlopCounterMode(display=False), _GatherUse(watched)
+        with torch.no_grad(), counter, uses:
+            run()
+        only = {k: b for k, b in uses.gathered.items() if k not in uses.whole}
+        return int(counter.get_total_flops()), only
+
     try:
         meta_state = {n: torch.empty_like(t, device="meta") for n, t in state.items()}
         meta_inputs = _to_meta(list(inputs))
-        counter = FlopCounterMode(display=False)
-        with torch.no_grad(), counter:
-            torch.func.functional_call(model, meta_state, tuple(meta_inputs))
-        return int(counter.get_total_flops())
+        return counted(
+            lambda: torch.func.functional_call(model, meta_state, tuple(meta_inputs)),
+            meta_state,
+            meta_inputs,
+        )
     except Exception:
         pass
     saved = {n: b.detach().clone() for n, b in model.named_buffers()}
-    counter = FlopCounterMode(display=False)
     try:
-        with torch.no_grad(), counter:
-            model(*inputs)
+        return counted(lambda: model(*inputs), state, list(inputs))
     finally:
         with torch.no_grad():
             for n, b in model.named_buffers():
                 b.copy_(saved[n])
-    return int(counter.get_total_flops())
 
 
 def roofline(bytes_: int, flops: int, dtype, ceilings: Ceilings) -> Roofline:

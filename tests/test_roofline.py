@@ -166,3 +166,43 @@ def test_torch_kernels_are_not_impossible(tmp_path, monkeypatch):
     assert bound.limiter == "compute"
     assert not is_impossible(t, bound.bound_ms)
     assert 0.6 < fraction(bound.bound_ms, t) < IMPOSSIBLE_FACTOR
+
+
+def test_a_table_read_only_through_gathers_counts_the_rows_touched():
+    """A few rows looked up from a big table: the floor is those rows, not the table, or an
+    honest lookup kernel would be called impossible. Used whole anywhere, the table counts."""
+
+    class Lookup(torch.nn.Module):
+        def __init__(self, whole: bool = False):
+            super().__init__()
+            self.table = torch.nn.Embedding(100_000, 256)
+            self.whole = whole
+
+        def forward(self, ids):
+            rows = self.table(ids).sum(1)
+            return rows + self.table.weight.mean() if self.whole else rows
+
+    ids = torch.randint(0, 100_000, (8, 4))
+    small = Lookup()
+    out = small(ids)
+    nbytes, _ = count_work(small, [ids], out)
+    assert nbytes == 32 * 256 * 4 + ids.numel() * 8 + out.numel() * 4
+    whole = Lookup(whole=True)
+    nbytes, _ = count_work(whole, [ids], whole(ids))
+    assert nbytes == 100_000 * 256 * 4 + ids.numel() * 8 + out.numel() * 4
+    # More lookups than rows: never more than the table itself.
+    many = torch.randint(0, 100_000, (1000, 200))
+    big_out = small(many)
+    nbytes, _ = count_work(small, [many], big_out)
+    assert nbytes == 100_000 * 256 * 4 + many.numel() * 8 + big_out.numel() * 4
+    # index_select and gather on an input.
+    x = torch.randn(64, 10_000)
+    idx = torch.randint(0, 10_000, (5,))
+
+    class Select(torch.nn.Module):
+        def forward(self, x, idx):
+            return x.index_select(1, idx)
+
+    sel = Select()
+    nbytes, _ = count_work(sel, [x, idx], sel(x, idx))
+    assert nbytes == 64 * 5 * 4 + 5 * 8 + 64 * 5 * 4
