@@ -168,10 +168,16 @@ class _GatherUse(TorchDispatchMode):
             key = self.watched.get(id(t))
             if key is None:
                 continue
+            touched = None
             if gather is not None and pos == 0 and args and args[0] is t:
-                self.gathered[key] = self.gathered.get(key, 0) + gather(*args, **kwargs)
-            else:
+                try:
+                    touched = int(gather(*args, **kwargs))
+                except Exception:  # an overload we do not know: count the tensor whole
+                    touched = None
+            if touched is None:
                 self.whole.add(key)
+            else:
+                self.gathered[key] = self.gathered.get(key, 0) + touched
         return func(*args, **kwargs)
 
 
