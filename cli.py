@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 # Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input.
 EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
@@ -629,17 +632,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cron or CI timeout, `kill`): unwinds like Ctrl-C."""
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """Ctrl-C or SIGTERM: stop every evaluation of this process first (other threads may be
+    waiting on them, and a killed evaluation must not come back as a verdict), then unwind the
+    main thread; runs are left resumable."""
+    from .sandbox.pool import cancel_open_pools
+
+    cancel_open_pools()
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            handlers[sig] = signal.signal(sig, _on_signal)
     try:
         return args.func(args)
     except UserError as e:
         print(f"kernelwright: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Terminated:
+        print("kernelwright: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("kernelwright: interrupted", file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from .. import report
+from ..sandbox.pool import cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
 from .config import RunConfig
@@ -213,11 +214,30 @@ class SuiteRunner:
         return TaskOutcome(label, str(path), row, error=message)
 
     def run(self, paths: Sequence[Path], jobs: int = 1) -> list[TaskOutcome]:
-        """Every task (jobs at a time); outcomes in the order of `paths`."""
+        """Every task (jobs at a time); outcomes in the order of `paths`.
+
+        One job runs in the calling thread, so Ctrl-C unwinds through the task's run and its
+        evaluator at once. With several, Ctrl-C reaches only this thread: it cancels every open
+        evaluator pool (the running tasks then end, resumable) before waiting for them.
+        """
         if self.device_groups:
             jobs = min(jobs, len(self.device_groups))
-        with ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="suite") as pool:
-            return list(pool.map(self.run_task, paths))
+        if jobs <= 1:
+            return [self.run_task(p) for p in paths]
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="suite")
+        try:
+            futures = [pool.submit(self.run_task, p) for p in paths]
+            # Wait in short slices: a signal's handler runs only when this thread runs Python,
+            # and a plain result() could block it until every task is done.
+            while wait(futures, timeout=0.5).not_done:
+                pass
+            return [f.result() for f in futures]
+        except BaseException:
+            cancel_open_pools()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True)
 
 
 def device_groups(gpus: int, jobs: int) -> list[tuple[str, ...]]:

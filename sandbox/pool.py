@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,8 +190,11 @@ class EvalPool:
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="kernelwright-pool-"))
         self.root.mkdir(parents=True, exist_ok=True)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
-        self._lock = threading.Lock()
+        # Reentrant: cancel() may run in a signal handler while this thread holds it.
+        self._lock = threading.RLock()
         self._closed = False
+        self._cancelled = False
+        self._live: set[_WorkerProcess] = set()  # started and not yet stopped
         self.environment: Environment | None = None
         self.stats = {"started": 0, "replaced": 0, "evaluated": 0}
         self._threads = [
@@ -199,6 +203,7 @@ class EvalPool:
         ]
         for t in self._threads:
             t.start()
+        _open_pools.add(self)
 
     # -- public --------------------------------------------------------------------------------
 
@@ -223,24 +228,47 @@ class EvalPool:
         futures = [self.submit(task, s, config) for s in sources]
         return [f.result() for f in futures]
 
-    def close(self) -> None:
-        """Finish what was submitted, then stop every worker."""
+    def close(self, cancel: bool = False) -> None:
+        """Finish what was submitted, then stop every worker.
+
+        cancel=True (Ctrl-C, an error, a cron timeout) stops at once instead: queued
+        evaluations and the ones running are dropped, their Futures cancelled (never a verdict:
+        a killed evaluation says nothing about its candidate; a resumed run evaluates it again).
+        """
         with self._lock:
-            if self._closed:
+            if self._closed and not cancel:
                 return
             self._closed = True
+        if cancel:
+            self.cancel()
         for _ in self._threads:
             self._jobs.put(None)
         for t in self._threads:
             t.join()
+        _open_pools.discard(self)
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def cancel(self) -> None:
+        """Drop every evaluation not finished yet and kill the workers running one."""
+        with self._lock:
+            self._closed = self._cancelled = True
+            live = list(self._live)
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job.future.cancel()
+        for worker in live:
+            worker.kill()
 
     def __enter__(self) -> EvalPool:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc) -> None:
+        self.close(cancel=exc_type is not None)
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -262,20 +290,31 @@ class EvalPool:
             job = self._jobs.get()
             if job is None:
                 break
+            if self._cancelled:
+                job.future.cancel()
+                continue
             try:
                 result, worker = self._run(job, device, worker)
             except BaseException as e:  # the pool never loses a result, even to its own bugs
                 if worker is not None:
                     worker.kill()
-                    worker.stop()
+                    self._stop(worker)
                     worker = None
                 result = self._failure(
                     job, "crashed", "evaluator", f"internal pool error (a kernelwright bug): {e!r}"
                 )
+            if self._cancelled:  # killed under it by cancel(): no verdict
+                job.future.cancel()
+                continue
             self.stats["evaluated"] += 1
             job.future.set_result(result)
         if worker is not None:
-            worker.stop()
+            self._stop(worker)
+
+    def _stop(self, worker: _WorkerProcess) -> None:
+        with self._lock:
+            self._live.discard(worker)
+        worker.stop()
 
     def _run(self, job: _Job, device: str, worker: _WorkerProcess | None):
         config = job.config
@@ -292,7 +331,7 @@ class EvalPool:
             or worker.gpu_fraction != config.gpu_memory_fraction
             or worker.max_file_mb != config.max_file_mb
         ):
-            worker.stop()
+            self._stop(worker)
             worker = None
         if worker is None:
             worker, failure = self._start(device, job)
@@ -302,7 +341,7 @@ class EvalPool:
         worker.send(request)
         result, keep = self._await(worker, job, request)
         if not keep:
-            worker.stop()
+            self._stop(worker)
             worker = None
             self.stats["replaced"] += 1
         return result, worker
@@ -324,6 +363,11 @@ class EvalPool:
 
     def _start(self, device: str, job: _Job):
         worker = _WorkerProcess(device, self.root, job.config)
+        with self._lock:
+            self._live.add(worker)
+            cancelled = self._cancelled
+        if cancelled:  # cancel() ran while this one was being spawned
+            worker.kill()
         self.stats["started"] += 1
         deadline = time.monotonic() + _START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -336,7 +380,7 @@ class EvalPool:
                 break
         tail = worker.log_tail()
         worker.kill()
-        worker.stop()
+        self._stop(worker)
         why = "did not start in time" if time.monotonic() >= deadline else "died while starting"
         return None, self._failure(
             job, "crashed", "worker-start", f"the evaluator's worker process {why}:\n{tail}"
@@ -507,3 +551,14 @@ def _environment(data: dict[str, Any]) -> Environment:
     known = {f.name for f in dataclasses.fields(Environment)}
     data = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in known}
     return Environment(**data)
+
+
+# Pools not closed yet, for cancel_open_pools() (a suite's Ctrl-C reaches the main thread only).
+_open_pools: weakref.WeakSet[EvalPool] = weakref.WeakSet()
+
+
+def cancel_open_pools() -> None:
+    """cancel() every open pool of this process: for a KeyboardInterrupt caught in the main
+    thread while other threads run evaluations."""
+    for pool in list(_open_pools):
+        pool.cancel()

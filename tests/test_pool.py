@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,42 @@ def test_cli_eval_reports_and_exits(tmp_path):
     assert missing.returncode == 2
     assert missing.stderr.count("\n") == 1 and "does not exist" in missing.stderr
     assert "Traceback" not in missing.stderr
+
+
+def test_an_interrupt_cancels_running_and_queued_evaluations_at_once():
+    """Ctrl-C (or any error) inside `with EvalPool()`: the evaluation in flight is killed and
+    the queued one dropped, both Futures cancelled (a killed evaluation is no verdict), and the
+    pool is gone in seconds instead of after the hanging candidate's timeout."""
+    patient = FAST.replace(timeout_s=300.0)
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), EvalPool(workers=1, devices=["cpu"]) as pool:
+        running = pool.submit(TASK, HANG, patient)
+        queued = pool.submit(TASK, GOOD, patient)
+        while pool.environment is None and time.monotonic() - started < 60:
+            time.sleep(0.1)  # until the worker reports ready
+        time.sleep(2.0)  # it is in the candidate's endless forward now
+        raise KeyboardInterrupt
+    assert time.monotonic() - started < 60
+    assert running.cancelled() and queued.cancelled()
+    assert not any(w.alive() for w in pool._live)
+
+
+def test_sigterm_stops_an_evaluation_at_once_with_exit_143(tmp_path):
+    """A cron or CI timeout sends SIGTERM: the CLI cancels its evaluations (the hanging
+    candidate's worker is killed, not waited for) and exits 143."""
+    import signal
+
+    cand = tmp_path / "hang.py"
+    cand.write_text(HANG)
+    args = [sys.executable, "-m", "kernelwright.cli", "eval", str(TASK), str(cand)]
+    shapes = ["--shape", "batch_size=4", "--shape", "dim=300", "--trials", "1"]
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.Popen(
+        [*args, *shapes], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    time.sleep(8.0)  # the worker is up and looping in the candidate's forward
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert time.monotonic() - sent < 30
+    assert proc.returncode == 143 and "terminated" in err

@@ -226,3 +226,37 @@ def test_suite_on_a_gpu_reports_timed_speedups(tmp_path):
     (row,) = report["tasks"]
     assert row["correct"] and row["speedup_eager"] and row["speedup_compiled"]
     assert report["summary"]["timed"] == 1 and report["summary"]["geomean_speedup_eager"]
+
+
+def test_ctrl_c_with_several_jobs_cancels_the_running_evaluations(tmp_path):
+    """Ctrl-C reaches only the main thread; the jobs' evaluator pools are cancelled, so the
+    suite ends in seconds instead of waiting for candidates that never return."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from test_pool import FAST, HANG
+    from test_pool import TASK as POOL_TASK
+
+    from kernelwright.sandbox import EvalPool
+
+    ended: list[str] = []
+
+    def hanging(config, task_path=None, **kw):
+        with EvalPool(workers=1, devices=["cpu"]) as pool:
+            try:
+                pool.submit(POOL_TASK, HANG, FAST.replace(timeout_s=300.0)).result()
+            finally:
+                ended.append(Path(task_path).stem)
+        raise AssertionError("a hanging candidate cannot finish")
+
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    runner = SuiteRunner(hanging, config, io.StringIO())
+    timer = threading.Timer(8.0, os.kill, args=(os.getpid(), signal.SIGINT))  # as Ctrl-C does
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        runner.run([TASKS / "gelu.py", TASKS / "softmax.py"], jobs=2)
+    assert time.monotonic() - started < 60
+    assert sorted(ended) == ["gelu", "softmax"]
