@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -270,15 +271,28 @@ def cmd_suite(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     runner = suite.SuiteRunner(
-        optimize, config, sys.stdout, _open_store(config.db), device_groups=groups
+        optimize,
+        config,
+        sys.stdout,
+        _open_store(config.db),
+        device_groups=groups,
+        stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
     )
     outcomes = runner.run(paths, jobs=args.jobs)
+    left = [o for o in outcomes if o.not_started]
+    outcomes = [o for o in outcomes if not o.not_started]
     print()
     print("\n".join(suite.summary_lines(suite_summary([o.row for o in outcomes]))))
     print()
     print("\n".join(suite.table_lines(outcomes)))
     files = suite.write_reports(outcomes, Path(config.out_dir))
     print(f"\nreport: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    if left:
+        print(
+            f"kernelwright: {len(left)} task(s) not started (--stop-after); run the same command "
+            "again to continue: finished tasks are skipped",
+            file=sys.stderr,
+        )
     errors = [o for o in outcomes if o.error]
     if errors:
         print(f"kernelwright: {len(errors)} task(s) could not run: see above", file=sys.stderr)
@@ -582,6 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=1,
         help="tasks optimized at once (default 1); on GPUs at most one job per GPU",
+    )
+    p.add_argument(
+        "--stop-after",
+        type=_duration,
+        metavar="DURATION",
+        help="start no task after this long (e.g. 50m): a window for cron; a rerun continues",
     )
     _add_search_options(p)
     p.set_defaults(func=cmd_suite)

@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -135,6 +136,7 @@ class TaskOutcome:
     run_id: str | None = None
     skipped: bool = False  # finished by an earlier invocation
     error: str = ""
+    not_started: bool = False  # past the suite's stop_at: left for a later invocation
 
 
 @dataclass
@@ -148,6 +150,8 @@ class SuiteRunner:
     # With several jobs on a GPU machine: one group of GPUs per job (see device_groups), lent
     # to a task for its whole run, so two tasks never time on the same GPU.
     device_groups: list[tuple[str, ...]] | None = None
+    # time.monotonic() after which no task starts (running ones finish): `suite --stop-after`.
+    stop_at: float | None = None
     state: SuiteState = field(init=False)
     _free: queue.Queue = field(init=False)
 
@@ -159,12 +163,20 @@ class SuiteRunner:
 
     def run_task(self, path: Path) -> TaskOutcome:
         if not self.device_groups:
-            return self._run_task(path, self.config)
-        group = self._free.get()
+            return self._not_started(path) or self._run_task(path, self.config)
+        group = self._free.get()  # may wait for another job's task to end: check the time after
         try:
-            return self._run_task(path, self.config.replace(devices=group))
+            return self._not_started(path) or self._run_task(
+                path, self.config.replace(devices=group)
+            )
         finally:
             self._free.put(group)
+
+    def _not_started(self, path: Path) -> TaskOutcome | None:
+        if self.stop_at is None or time.monotonic() < self.stop_at:
+            return None
+        row = {"task": task_label(path), "status": "not-started", "correct": False}
+        return TaskOutcome(task_label(path), str(path), row, not_started=True)
 
     def _run_task(self, path: Path, config: RunConfig) -> TaskOutcome:
         label = task_label(path)

@@ -260,3 +260,42 @@ def test_ctrl_c_with_several_jobs_cancels_the_running_evaluations(tmp_path):
         runner.run([TASKS / "gelu.py", TASKS / "softmax.py"], jobs=2)
     assert time.monotonic() - started < 60
     assert sorted(ended) == ["gelu", "softmax"]
+
+
+def test_stop_after_starts_no_task_past_the_deadline_and_a_rerun_continues(tmp_path):
+    import time
+
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    tasks = [TASKS / "gelu.py", TASKS / "softmax.py", TASKS / "layernorm.py"]
+
+    class Slow(ScriptedOptimize):
+        def __call__(self, *a, **kw):
+            time.sleep(0.3)
+            return super().__call__(*a, **kw)
+
+    first = Slow()
+    runner = SuiteRunner(first, config, io.StringIO(), stop_at=time.monotonic() + 0.1)
+    outcomes = runner.run(tasks)
+    assert [o.not_started for o in outcomes] == [False, True, True]  # the first one finishes
+    assert len(first.calls) == 1
+    second = ScriptedOptimize()
+    again = SuiteRunner(second, config, io.StringIO()).run(tasks)
+    assert [o.skipped for o in again] == [True, False, False]
+    assert len(second.calls) == 2
+
+
+def test_cli_stop_after_reports_what_is_left(tmp_path):
+    code, out, err = kw(
+        "suite",
+        str(TASKS / "gelu.py"),
+        str(TASKS / "softmax.py"),
+        "--model",
+        "offline",
+        "--out",
+        str(tmp_path / "runs"),
+        "--stop-after",
+        "0s",
+    )
+    assert code == 0, err
+    assert "2 task(s) not started (--stop-after)" in err
+    assert "tasks: 0" in out
