@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
+from contextlib import ExitStack, closing
 from typing import Any, Literal
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -72,12 +72,16 @@ def optimize(
     resume: str | None = None,
     answer: str | None = None,
     listeners: list[EventListener] | None = None,
+    pool: EvalPool | None = None,
 ) -> dict[str, Any]:
     """Run (or resume, by run id) an optimization to its end; returns the final run.json.
 
     Chat mode (config.chat) returns when the graph waits for the person: run.json then has
     status "waiting" and `waiting_for` (the human node's question); call again with
     resume=RUN_ID and answer=their message ("/quit" ends the run).
+
+    `pool`: an evaluator the caller keeps open across runs (a suite's, warm from the previous
+    task); by default the run opens its own on config.devices and closes it at the end.
     """
     if resume:
         rundir, stored, task = open_run(config.out_dir, resume, listeners)
@@ -92,10 +96,13 @@ def optimize(
         "recursion_limit": 10 + STEPS_PER_ROUND * config.rounds,
     }
     try:
-        with (
-            EvalPool(config.workers, devices=list(config.devices) or None) as pool,
-            closing(sqlite3.connect(rundir.checkpoint_path, check_same_thread=False)) as conn,
-        ):
+        with ExitStack() as stack:
+            if pool is None:
+                devices = list(config.devices) or None
+                pool = stack.enter_context(EvalPool(config.workers, devices=devices))
+            conn = stack.enter_context(
+                closing(sqlite3.connect(rundir.checkpoint_path, check_same_thread=False))
+            )
             ctx: RunContext = run_context(
                 config, task, rundir, pool, interpreter=not machine_has_cuda()
             )

@@ -141,8 +141,12 @@ class Nightly:
         kernel (`replace`: even when slower, as when the known one is broken or missing)."""
         prefix = f"[{outcome.label}] "
         try:
+            # The night's warm evaluator: one worker per GPU, not a second pool beside it.
             run = self.optimize(
-                self.config, str(path), listeners=[plain_listener(self.out, prefix)]
+                self.config,
+                str(path),
+                listeners=[plain_listener(self.out, prefix)],
+                pool=self.pool,
             )
         except Exception as e:  # a failed search is reported; the other tasks still run tonight
             outcome.error = f"search failed: {type(e).__name__}: {e}"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import report
-from ..sandbox.pool import cancel_open_pools
+from ..sandbox.pool import EvalPool, cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
 from .config import RunConfig
@@ -160,17 +160,30 @@ class SuiteRunner:
         self._free = queue.Queue()
         for group in self.device_groups or []:
             self._free.put(group)
+        # One evaluator per job, kept warm from task to task (a worker start is seconds);
+        # None: each run opens its own (several jobs on CPU cores).
+        self._pools: dict[tuple[str, ...], EvalPool] | None = None
+        self._pools_lock = threading.Lock()
 
     def run_task(self, path: Path) -> TaskOutcome:
         if not self.device_groups:
-            return self._not_started(path) or self._run_task(path, self.config)
+            return self._not_started(path) or self._run_task(path, self.config, ())
         group = self._free.get()  # may wait for another job's task to end: check the time after
         try:
             return self._not_started(path) or self._run_task(
-                path, self.config.replace(devices=group)
+                path, self.config.replace(devices=group), group
             )
         finally:
             self._free.put(group)
+
+    def _pool(self, group: tuple[str, ...]) -> EvalPool | None:
+        if self._pools is None:
+            return None
+        with self._pools_lock:
+            if group not in self._pools:
+                devices = list(group) or (list(self.config.devices) or None)
+                self._pools[group] = EvalPool(self.config.workers, devices=devices)
+            return self._pools[group]
 
     def _not_started(self, path: Path) -> TaskOutcome | None:
         if self.stop_at is None or time.monotonic() < self.stop_at:
@@ -178,7 +191,7 @@ class SuiteRunner:
         row = {"task": task_label(path), "status": "not-started", "correct": False}
         return TaskOutcome(task_label(path), str(path), row, not_started=True)
 
-    def _run_task(self, path: Path, config: RunConfig) -> TaskOutcome:
+    def _run_task(self, path: Path, config: RunConfig, group: tuple[str, ...]) -> TaskOutcome:
         label = task_label(path)
         try:
             task = load_task(path, config.shapes)
@@ -198,9 +211,10 @@ class SuiteRunner:
                 self.state.put(key, {"task": label, "path": str(path), "run_id": event["run_id"]})
 
         listeners = [started, plain_listener(self.out, prefix=f"[{label}] ")]
+        shared = {"pool": pool} if (pool := self._pool(group)) is not None else {}
         try:
             run = self.optimize(
-                config, None if resume else str(path), resume=resume, listeners=listeners
+                config, None if resume else str(path), resume=resume, listeners=listeners, **shared
             )
         except Exception as e:  # one task's failure (a bug, a broken task) must not end the suite
             return self._failed(label, path, f"{type(e).__name__}: {e}")
@@ -234,11 +248,23 @@ class SuiteRunner:
         """
         if self.device_groups:
             jobs = min(jobs, len(self.device_groups))
+        self._pools = {} if jobs <= 1 or self.device_groups else None
+        failed = True
+        try:
+            outcomes = self._run_all(paths, jobs)
+            failed = False
+            return outcomes
+        finally:
+            for pool in (self._pools or {}).values():
+                pool.close(cancel=failed)
+            self._pools = None
+
+    def _run_all(self, paths: Sequence[Path], jobs: int) -> list[TaskOutcome]:
         if jobs <= 1:
             return [self.run_task(p) for p in paths]
-        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="suite")
+        executor = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="suite")
         try:
-            futures = [pool.submit(self.run_task, p) for p in paths]
+            futures = [executor.submit(self.run_task, p) for p in paths]
             # Wait in short slices: a signal's handler runs only when this thread runs Python,
             # and a plain result() could block it until every task is done.
             while wait(futures, timeout=0.5).not_done:
@@ -246,10 +272,10 @@ class SuiteRunner:
             return [f.result() for f in futures]
         except BaseException:
             cancel_open_pools()
-            pool.shutdown(wait=True, cancel_futures=True)
+            executor.shutdown(wait=True, cancel_futures=True)
             raise
         finally:
-            pool.shutdown(wait=True)
+            executor.shutdown(wait=True)
 
 
 def device_groups(gpus: int, jobs: int) -> list[tuple[str, ...]]:

@@ -105,7 +105,9 @@ class ScriptedSearch:
     def __init__(self, pool: TimedPool) -> None:
         self.pool, self.runs = pool, 0
 
-    def __call__(self, config, task_path=None, *, resume=None, answer=None, listeners=None):
+    def __call__(
+        self, config, task_path=None, *, resume=None, answer=None, listeners=None, pool=None
+    ):
         from kernelwright.sandbox.task import load_task
 
         self.runs += 1

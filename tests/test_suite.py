@@ -105,7 +105,9 @@ class ScriptedOptimize:
         self.calls: list[tuple[str | None, str | None]] = []
         self.fail = fail or set()
 
-    def __call__(self, config, task_path=None, *, resume=None, answer=None, listeners=None):
+    def __call__(
+        self, config, task_path=None, *, resume=None, answer=None, listeners=None, pool=None
+    ):
         self.calls.append((task_path, resume))
         if task_path and Path(task_path).stem in self.fail:
             raise RuntimeError("the evaluator fell over")
@@ -299,3 +301,23 @@ def test_cli_stop_after_reports_what_is_left(tmp_path):
     assert code == 0, err
     assert "2 task(s) not started (--stop-after)" in err
     assert "tasks: 0" in out
+
+
+def test_one_warm_evaluator_serves_every_task_of_a_job(tmp_path):
+    """Tasks of one job share one EvalPool (its workers stay warm between tasks); the suite
+    closes it at the end."""
+
+    class Seeing(ScriptedOptimize):
+        def __call__(self, *a, pool=None, **kw):
+            self.pools.append(pool)
+            return super().__call__(*a, **kw)
+
+    optimize = Seeing()
+    optimize.pools = []
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    runner = SuiteRunner(optimize, config, io.StringIO())
+    runner.run([TASKS / "gelu.py", TASKS / "softmax.py"])
+    first, second = optimize.pools
+    assert first is not None and first is second
+    with pytest.raises(RuntimeError, match="closed"):
+        first.submit(TASKS / "gelu.py", "")
