@@ -48,7 +48,7 @@ def test_transposed_input_beside_broadcast_operands_is_walked_in_memory_order(tm
     """level2/13's pattern: a transposed input times a per-column parameter. The kernel reads the
     input in memory order (no transposing copy) and the output keeps its layout, as eager's
     does; a row-major input of the same task still takes the row-major path."""
-    from test_fusion_harness import candidate_module
+    from test_fusion_harness import DEVICE, candidate_module
 
     from kernelwright.agents.fusion import generate
 
@@ -58,8 +58,8 @@ def test_transposed_input_beside_broadcast_operands_is_walked_in_memory_order(tm
     assert "PERMUTED=permuted" in result.source
     module = candidate_module(result.source, tmp_path)
     torch.manual_seed(0)
-    model = module.ModelNew(48)
-    for x in (torch.randn(48, 40).t(), torch.randn(40, 48)):
+    model = module.ModelNew(48).to(DEVICE)
+    for x in (torch.randn(48, 40, device=DEVICE).t(), torch.randn(40, 48, device=DEVICE)):
         with torch.no_grad():
             out = model(x)
             ref = torch.nn.functional.silu(x) * model.scale
