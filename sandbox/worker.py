@@ -235,7 +235,8 @@ class Worker:
                 f"{_sizes_text(task.sizes)}: {_one_line(e)}",
                 rule="task",
             ) from e
-        degenerate = self._is_degenerate(main, out_a)
+        fixed = self._inputs_ignore_seed(main)
+        degenerate = not fixed and self._is_degenerate(main, out_a)
         variant, note = (None, "variant check disabled")
         if config.check_variant:
             variant, note = self._variant(task, dtype, seed)
@@ -247,6 +248,13 @@ class Worker:
             variant_note=note,
             degenerate=degenerate,
         )
+        if fixed:
+            ctx.notes.append(
+                "the task's get_inputs gives the same values for every seed (does it seed "
+                "torch itself?): every trial and timed round sees the same inputs, so a "
+                "candidate that memoises its outputs cannot be told from an honest one; "
+                "remove the seeding from the task"
+            )
         if degenerate:
             ctx.notes.append(
                 "degenerate task: the reference output does not depend on the "
@@ -276,6 +284,20 @@ class Worker:
         ]
         sizes = {**task.constants, **overrides}
         return Shape(sizes, ns, init_inputs, ref, ref64, meta), out
+
+    def _inputs_ignore_seed(self, shape: Shape) -> bool:
+        """True when two draws with different seeds give bitwise the same floating inputs."""
+        from .compare import same_bits
+        from .task import build_inputs
+
+        dtype = _dtype_of(shape.ref, self.torch)
+        a, b = (build_inputs(shape.ns, dtype, self.device, self.rng.randrange(2**31)) for _ in "ab")
+        pairs = [
+            (x, y)
+            for x, y in zip(a, b)
+            if isinstance(x, self.torch.Tensor) and x.is_floating_point() and x.numel() > 1
+        ]
+        return bool(pairs) and all(same_bits(x, y) for x, y in pairs)
 
     def _is_degenerate(self, shape: Shape, out_a) -> bool:
         from .compare import flatten_outputs, same_bits

@@ -201,3 +201,21 @@ def test_sigterm_stops_an_evaluation_at_once_with_exit_143(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert time.monotonic() - sent < 30
     assert proc.returncode == 143 and "terminated" in err
+
+
+def test_a_task_that_seeds_its_own_inputs_is_called_out(tmp_path, pool):
+    """get_inputs that calls torch.manual_seed returns the same inputs for every trial and
+    timed round: the result says so (it is the task's weakness, not the candidate's), and the
+    task is not mislabelled degenerate."""
+    text = TASK.read_text().replace(
+        "def get_inputs():\n", "def get_inputs():\n    torch.manual_seed(0)\n"
+    )
+    assert "torch.manual_seed(0)" in text
+    seeded = tmp_path / "seeded_gelu.py"
+    seeded.write_text(text)
+    result = pool.submit(seeded, GOOD, FAST).result()
+    assert result.status == "ok", result.message
+    assert any("same values for every seed" in n for n in result.notes), result.notes
+    assert not result.correctness.degenerate_task
+    plain = pool.submit(TASK, GOOD, FAST).result()
+    assert not any("every seed" in n for n in plain.notes)
