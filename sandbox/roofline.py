@@ -116,11 +116,6 @@ def count_work(model: torch.nn.Module, inputs: list[Any], outputs: Any) -> tuple
     return read + written, flops
 
 
-def count_flops(model: torch.nn.Module, inputs: list[Any]) -> int:
-    """FLOPs of model(*inputs) by torch's flop counter (see _forward_counts)."""
-    return _forward_counts(model, inputs)[0]
-
-
 # Ops that read only some rows (or elements) of their first argument, and the bytes they touch.
 def _rows_touched(table: torch.Tensor, index: torch.Tensor, dim: int = 0) -> int:
     row = table.numel() // max(1, table.shape[dim]) if table.dim() else 1
