@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import pydantic
 
+from ..sandbox.config import cache_dir
+
 if TYPE_CHECKING:
     import openai
     import tiktoken
@@ -177,9 +179,7 @@ def is_reasoning_model(model: str) -> bool:
 
 def default_cache_path(env: Mapping[str, str] | None = None) -> str:
     """KERNELWRIGHT_CACHE_DIR (default ~/.cache/kernelwright) / llm_cache.sqlite."""
-    env = os.environ if env is None else env
-    base = env.get("KERNELWRIGHT_CACHE_DIR") or os.path.join("~", ".cache", "kernelwright")
-    return os.path.join(os.path.expanduser(base), "llm_cache.sqlite")
+    return str(cache_dir(env) / "llm_cache.sqlite")
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 DType = Literal["fp32", "fp16", "bf16"]
 PrecisionPolicy = Literal["strict", "tf32-ok"]
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """kernelwright's cache (measured device ceilings, LLM replies): $KERNELWRIGHT_CACHE_DIR,
+    else ~/.cache/kernelwright, read from `env` (default: this process's environment)."""
+    env = os.environ if env is None else env
+    root = env.get("KERNELWRIGHT_CACHE_DIR")
+    if root:
+        return Path(root).expanduser()
+    return Path(env.get("HOME") or os.path.expanduser("~")) / ".cache" / "kernelwright"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ import os
 import resource
 from pathlib import Path
 
+from .config import cache_dir
+
 # Variables a worker may inherit. Everything else (API keys, tokens, proxies, cloud credentials)
 # never reaches candidate code. Prefixes cover the CUDA/Triton/torch knobs a user may rely on.
 ENV_ALLOW = frozenset(
@@ -49,10 +51,7 @@ def worker_env(parent: dict[str, str], *, home: Path, device: str) -> dict[str, 
             env[name] = value
     # The measured device ceilings are shared by every worker on the machine (the user's cache,
     # not the worker's throwaway home): measured once per GPU, not once per pool.
-    env.setdefault(
-        "KERNELWRIGHT_CACHE_DIR",
-        os.path.join(parent.get("HOME") or os.path.expanduser("~"), ".cache", "kernelwright"),
-    )
+    env.setdefault("KERNELWRIGHT_CACHE_DIR", str(cache_dir(parent)))
     env.update(
         HOME=str(home),
         TMPDIR=str(home),

@@ -18,6 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
+from .config import cache_dir
 from .results import Roofline
 
 # A time under bound / IMPOSSIBLE_FACTOR is rejected as physically impossible. The ceilings are
@@ -251,12 +252,6 @@ def dtype_key(dtype) -> str:
     if dtype not in DTYPE_KEYS.values():
         raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPE_KEYS.values())}")
     return dtype
-
-
-def cache_dir() -> Path:
-    """$KERNELWRIGHT_CACHE_DIR (as for the LLM cache), else ~/.cache/kernelwright."""
-    root = os.environ.get("KERNELWRIGHT_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "kernelwright"
 
 
 def device_key(index: int) -> str:
