@@ -11,7 +11,7 @@ per op).
 from __future__ import annotations
 
 from .group_writer import Emitted, GroupWriter
-from .index import access, kept_pattern
+from .index import FULL, RUNS, access, kept_pattern
 from .ir import PW
 from .pysrc import call, docstring
 
@@ -28,8 +28,9 @@ def write_pointwise(w: GroupWriter) -> Emitted:
     index_args: list[str] = []
     index_lines: list[str] = []
     patterns: dict[str, str] = {}
-    full = [t for t in w.tensors if access(t.shape, domain, runtime, "offs", "_").kind == "full"]
-    runs = [t for t in w.tensors if access(t.shape, domain, runtime, "offs", "_").kind == "runs"]
+    kinds = {id(t): access(t.shape, domain, runtime, "offs", "_").kind for t in w.tensors}
+    full = [t for t in w.tensors if kinds[id(t)] == FULL]
+    runs = [t for t in w.tensors if kinds[id(t)] == RUNS]
     # Broadcast operands beside full ones that share a transposed dense layout: the kernel walks
     # memory order (PERMUTED) and finds a broadcast operand's element from each kept dim's
     # coordinate, (offs // stride) % size, instead of the row-major runs expression.
@@ -38,7 +39,7 @@ def write_pointwise(w: GroupWriter) -> Emitted:
     used_dims: list[int] = []
     for t in w.tensors:
         acc = access(t.shape, domain, runtime, "offs", f"{t.name}_i")
-        if acc.kind == "runs":
+        if acc.kind == RUNS:
             # Operands broadcast the same way share one index computation (bias, mean, rstd).
             if acc.expr.replace(f"{t.name}_i", "IDX") in patterns:
                 acc.expr = patterns[acc.expr.replace(f"{t.name}_i", "IDX")]
@@ -100,7 +101,7 @@ def write_pointwise(w: GroupWriter) -> Emitted:
     args = [t.name for t in w.tensors] + [s.name for s in w.scalars]
     launcher = call(f"def {w.launcher}", args, "", ":")
     launcher += docstring(f"{w.summary()}.", "    ")
-    all_full = bool(w.tensors) and all(accesses[id(t)].kind == "full" for t in w.tensors)
+    all_full = bool(w.tensors) and len(full) == len(w.tensors)
     helpers = set()
     if all_full:
         names = ", ".join(t.name for t in w.tensors)
