@@ -1033,7 +1033,9 @@ class Guard:
         self.readable_roots = None if readable_roots is None else _real_roots(readable_roots)
         self.deny_paths = _real_roots(deny_paths)
         self._stdlib = _real_roots(_stdlib_dirs())
-        self._trusted = _real_roots([*_trusted_dirs(), *trusted_code])
+        trusted = _real_roots([*_trusted_dirs(), *trusted_code])
+        environment = _environment_code((*self._stdlib, *trusted), self.writable_roots)
+        self._trusted = _real_roots([*trusted, *environment])
         self._kinds.clear()
         _GUARD = self
         if not _HOOK_INSTALLED:
@@ -1203,6 +1205,45 @@ def _trusted_dirs() -> list[str]:
         if file:
             dirs.append(os.path.dirname(os.path.dirname(file)))
     return dirs
+
+
+def _environment_code(known: tuple[str, ...], writable: tuple[str, ...]) -> list[str]:
+    """Code outside the `known` roots that was there before any candidate ran.
+
+    A dependency installed with `pip install --target` or reached through PYTHONPATH is not in
+    site-packages, yet torch imports it (typing_extensions calls sys._getframe): its frames are
+    the evaluator's, not the candidate's. Trusted: import-path directories that hold installed
+    distributions (`*.dist-info`: an install target, never a project or run directory), the
+    directory of every top-level package already imported (its lazy submodules too) and the
+    file of every other imported module. Never trusted: anything under a writable root or
+    holding one, and this package's own tree (only its sandbox/ is, not the tests beside it).
+    """
+    own_root = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    places = {os.path.realpath(p) for p in sys.path if p and _holds_distributions(p)}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name == "__main__" or not isinstance(file, str):
+            continue
+        if "." not in name and getattr(module, "__path__", None) is not None:
+            places.add(os.path.realpath(os.path.dirname(file)))  # a package: its directory
+        else:
+            places.add(os.path.realpath(file))
+    found = []
+    for place in sorted(places):
+        if _under(place, known) or _under(place, (own_root, *writable)):
+            continue
+        if any(_under(inner, (place,)) for inner in (own_root, *writable)):
+            continue
+        found.append(place)
+    return found
+
+
+def _holds_distributions(path: str) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return any(e.name.endswith(".dist-info") and e.is_dir() for e in entries)
+    except OSError:
+        return False
 
 
 # -- event handlers: (guard, event, args, frame) -> PermissionError to raise, or None -------------

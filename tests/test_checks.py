@@ -962,6 +962,79 @@ def test_guard_does_not_disturb_a_triton_interpreter_kernel(tmp_path):
     assert report == {"ok": True, "violations": []}
 
 
+PEEK = """
+import sys
+
+
+def caller_name():
+    return sys._getframe(1).f_code.co_name
+"""
+
+PATH_INSTALL_HARNESS = """
+import importlib, importlib.util, json, os, sys
+
+from kernelwright.sandbox.checks import Guard
+
+HOME, DEPS, PROJECT = os.environ["KW_HOME"], os.environ["KW_DEPS"], os.environ["KW_PROJECT"]
+sys.path[:0] = [DEPS, PROJECT]
+import early  # imported before the guard, as torch imports typing_extensions
+
+guard = Guard()
+guard.install([HOME], None)
+spec = importlib.util.spec_from_file_location("cand", os.path.join(HOME, "cand.py"))
+cand = importlib.util.module_from_spec(spec)
+with guard.active():
+    spec.loader.exec_module(cand)  # the guard is armed from here on
+
+
+def rules(fn):
+    guard.reset()
+    try:
+        fn()
+    except PermissionError:
+        pass
+    return [v.rule for v in guard.violations]
+
+
+print(json.dumps({
+    "early": rules(early.caller_name),
+    "late_install": rules(importlib.import_module("late").caller_name),
+    "project": rules(importlib.import_module("projmod").caller_name),
+    "candidate": rules(cand.caller_name),
+}))
+"""
+
+
+def test_guard_trusts_dependencies_installed_outside_site_packages(tmp_path):
+    """A `pip install --target` directory on PYTHONPATH is the environment, not the candidate.
+
+    On the H200 image typing_extensions came from such a directory: after a first candidate had
+    armed the guard, its sys._getframe (called by torch.compile of the next task's reference)
+    was taken for a candidate's introspection and every later baseline crashed.
+    """
+    home, deps, project, harness = (tmp_path / d for d in ("home", "deps", "project", "harness"))
+    for d in (home, deps / "early-1.0.dist-info", project, harness):
+        d.mkdir(parents=True)
+    for path in (deps / "early.py", deps / "late.py", project / "projmod.py", home / "cand.py"):
+        path.write_text(PEEK)
+    (harness / "run.py").write_text(PATH_INSTALL_HARNESS)
+    env = dict(os.environ, KW_HOME=str(home), KW_DEPS=str(deps), KW_PROJECT=str(project))
+    done = subprocess.run(
+        [sys.executable, str(harness / "run.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["early"] == []  # imported before install
+    assert report["late_install"] == []  # imported later from the same install directory
+    # A plain directory on the path (a project, a runs folder) stays the candidate's kind.
+    assert report["project"] == ["sandbox-introspection"]
+    assert report["candidate"] == ["sandbox-introspection"]
+
+
 # -- integrity snapshot and threads ----------------------------------------------------------------
 
 

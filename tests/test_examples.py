@@ -49,6 +49,8 @@ LARGE = {
     "gelu": {"batch_size": 3, "dim": 9001},
 }
 SIZES = {"default": {name: {} for name in NAMES}, "awkward": AWKWARD, "large": LARGE}
+# Where the direct checks run: the GPU when there is one (the interpreter only runs without CUDA).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 # fp32: DESIGN.md's 1e-4, which TF32 or fp16 compute would not meet, plus the float64 check.
 # fp16: one fp16 ulp at |x| ~ 8 is 2**-7; outputs here stay below ~64. bf16 (GPU only): 8
@@ -106,7 +108,7 @@ def rel_error(out: torch.Tensor, ref64: torch.Tensor) -> float:
 
 
 def assert_matches(
-    ref, new, inputs: list, dtype: torch.dtype = torch.float32, device: str = "cpu"
+    ref, new, inputs: list, dtype: torch.dtype = torch.float32, device: str = DEVICE
 ) -> None:
     """ModelNew's output equals Model's within `dtype`'s tolerance and is as precise as eager."""
     ref64 = copy.deepcopy(ref).to(device=device, dtype=torch.float64)
@@ -162,7 +164,7 @@ def test_example_takes_non_contiguous_inputs(
     task = task_module(name, AWKWARD[name])
     ref, new = model_pair(task, examples[name])
     torch.manual_seed(2)
-    inputs = [layout(x) for x in task.get_inputs()]
+    inputs = [layout(x.to(DEVICE)) for x in task.get_inputs()]
     assert not inputs[0].is_contiguous()
     assert_matches(ref, new, inputs)
 
