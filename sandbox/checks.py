@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import contextlib
 import dataclasses
 import importlib
@@ -22,6 +23,7 @@ import site
 import sys
 import sysconfig
 import threading
+import types
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -966,6 +968,9 @@ _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame"})
 _CODE_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__", "f_code", "gi_code"})
 _PATCH_ATTRS = frozenset({"__class__", "__bases__", "__code__", "__defaults__", "__kwdefaults__"})
 _MAX_RECORDED = 100  # a loop of denied calls must not fill memory with records
+# Code objects of generated source ("<string>") the evaluator's side exec'd, most recent kept: an
+# evicted one only falls back to the candidate's kind (a false alarm at worst, never a pass).
+_MAX_TRUSTED_GENERATED = 4096
 
 # Frame kinds: who wrote the code that asked for an event.
 _STDLIB, _TRUSTED, _CANDIDATE = 0, 1, 2
@@ -1012,6 +1017,8 @@ class Guard:
         self._stdlib: tuple[str, ...] = ()
         self._trusted: tuple[str, ...] = ()
         self._kinds: dict[str, int] = {}
+        # id -> code object (kept alive so that its id is not reused): see `_kind`.
+        self._trusted_generated: collections.OrderedDict[int, Any] = collections.OrderedDict()
 
     def install(
         self,
@@ -1057,7 +1064,14 @@ class Guard:
     # -- the hook's decisions ------------------------------------------------------------------
 
     def _kind(self, frame: Any) -> int:
-        name = frame.f_code.co_filename
+        code = frame.f_code
+        name = code.co_filename
+        if name[:1] == "<" and not name.startswith("<frozen "):
+            # Generated source: the evaluator's own only if its side exec'd this very code
+            # object (torch evaluates guard names like "L['self'].forward.__code__" so), else
+            # the candidate's, whoever it asked to generate it.
+            trusted = self._trusted_generated.get(id(code)) is code
+            return _TRUSTED if trusted else _CANDIDATE
         kind = self._kinds.get(name)
         if kind is None:
             kind = self._classify(name)
@@ -1081,6 +1095,17 @@ class Guard:
         while frame is not None and self._kind(frame) == _STDLIB:
             frame = frame.f_back
         return frame
+
+    def _remember_generated(self, code: Any) -> None:
+        """`code` (and the functions it defines) was exec'd by the evaluator's side."""
+        stack = [code]
+        while stack:
+            code = stack.pop()
+            self._trusted_generated[id(code)] = code
+            self._trusted_generated.move_to_end(id(code))
+            stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        while len(self._trusted_generated) > _MAX_TRUSTED_GENERATED:
+            self._trusted_generated.popitem(last=False)
 
     def _by_candidate(self, frame: Any) -> bool:
         asker = self._requester(frame)
@@ -1395,6 +1420,19 @@ def _on_direct_introspection(
     return _introspection(g, event, frame)
 
 
+def _on_exec(g: Guard, event: str, args: tuple, frame: Any) -> PermissionError | None:
+    """exec/eval: remember generated code the evaluator's side runs; the candidate may not."""
+    code = args[0] if args else None
+    if (
+        isinstance(code, types.CodeType)
+        and code.co_filename[:1] == "<"
+        and not g._active
+        and not (g._armed and frame is not None and g._by_candidate(frame))
+    ):
+        g._remember_generated(code)
+    return _on_direct_introspection(g, event, args, frame)
+
+
 def _on_getattr(g: Guard, event: str, args: tuple, frame: Any) -> PermissionError | None:
     name = args[1] if len(args) > 1 else None
     if frame is None or not g._armed or not isinstance(name, str):
@@ -1461,7 +1499,8 @@ _HANDLERS: dict[str, _Handler] = {
         ),
         _on_introspection,
     ),
-    **dict.fromkeys(("compile", "exec", "marshal.loads", "marshal.load"), _on_direct_introspection),
+    **dict.fromkeys(("compile", "marshal.loads", "marshal.load"), _on_direct_introspection),
+    "exec": _on_exec,
     "object.__getattr__": _on_getattr,
     "object.__setattr__": _on_setattr,
     "object.__delattr__": _on_setattr,

@@ -1035,6 +1035,100 @@ def test_guard_trusts_dependencies_installed_outside_site_packages(tmp_path):
     assert report["candidate"] == ["sandbox-introspection"]
 
 
+GENERATED_HELPER = """
+def target():
+    return 1
+
+
+def evaluate(expr):
+    return eval(expr, {"target": target})
+
+
+def make(source):
+    namespace = {"target": target}
+    exec(source, namespace)
+    return namespace["peek"]
+"""
+
+GENERATED_CANDIDATE = """
+import generated_helper
+
+
+def build():
+    return generated_helper.make("def peek():\\n    return target.__code__\\n")
+"""
+
+GENERATED_HARNESS = """
+import importlib.util, json, os, sys
+
+from kernelwright.sandbox.checks import Guard
+
+HOME, HERE = os.environ["KW_HOME"], os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import generated_helper
+
+guard = Guard()
+guard.install([HOME], None, trusted_code=[HERE])
+spec = importlib.util.spec_from_file_location("cand", os.path.join(HOME, "cand.py"))
+cand = importlib.util.module_from_spec(spec)
+with guard.active():
+    spec.loader.exec_module(cand)  # the guard is armed from here on
+    peek = cand.build()  # source the candidate had generated for it
+
+
+def rules(fn, active=False):
+    guard.reset()
+    try:
+        if active:
+            with guard.active():
+                fn()
+        else:
+            fn()
+    except PermissionError:
+        pass
+    return [v.rule for v in guard.violations]
+
+
+print(json.dumps({
+    "evaluator_eval": rules(lambda: generated_helper.evaluate("target.__code__")),
+    "evaluator_eval_again": rules(lambda: generated_helper.evaluate("target.__code__")),
+    "eval_while_candidate_runs": rules(
+        lambda: generated_helper.evaluate("target.__code__"), active=True
+    ),
+    "candidate_generated": rules(peek),
+}))
+"""
+
+
+def test_generated_code_is_judged_by_who_had_it_generated(tmp_path):
+    """torch evaluates guard names such as "L['self'].forward.__code__" as generated source.
+
+    On the H200 that eval, in torch.compile of the reference after a candidate had armed the
+    guard, was taken for the candidate reading a code object. Generated code the evaluator's side
+    runs while no candidate code does is its own; what a candidate had generated (through any
+    helper) stays the candidate's, and so does anything generated while candidate code runs.
+    """
+    home, harness = tmp_path / "home", tmp_path / "harness"
+    home.mkdir()
+    harness.mkdir()
+    (home / "cand.py").write_text(GENERATED_CANDIDATE)
+    (harness / "generated_helper.py").write_text(GENERATED_HELPER)
+    (harness / "run.py").write_text(GENERATED_HARNESS)
+    done = subprocess.run(
+        [sys.executable, str(harness / "run.py")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, KW_HOME=str(home)),
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["evaluator_eval"] == []
+    assert report["evaluator_eval_again"] == []
+    assert report["eval_while_candidate_runs"] == ["sandbox-introspection"]
+    assert report["candidate_generated"] == ["sandbox-introspection"]
+
+
 # -- integrity snapshot and threads ----------------------------------------------------------------
 
 
