@@ -108,17 +108,29 @@ def check_structure(out: Any, ref: Any, path: str = "out") -> tuple[str, str] | 
     return None
 
 
-def compare(out: Any, ref: Any, dtype) -> Mismatch | None:
+def compare(out: Any, ref: Any, dtype, ref64: Any = None) -> Mismatch | None:
     """How `out` differs from `ref` beyond the tolerance of `dtype`, or None when it does not.
 
     Full-tensor, in float64 on the reference's device. NaN and Inf must sit at the same positions
     with the same signs; a NaN or Inf in `out` where `ref` is finite is reported first (see
     `mismatch_rule`). Assumes `check_structure(out, ref)` passed; nested outputs are compared leaf
     by leaf and the first differing leaf is reported. Non-tensor leaves compare by value.
+
+    ref64: the same computation in float64. Given, an element outside the tolerance of `ref`
+    (eager's output) still passes when it is within the tolerance of ref64 widened by
+    PRECISION_FACTOR x eager's own worst error on that output. On an ill-conditioned output (a
+    long cumsum, a sum with cancellation) two equally accurate fp32 results differ by more than
+    1e-4 at some elements: on the H200 an honest cumsum kernel over 16384-element rows failed
+    at 7526 of 134M elements where eager itself was off by as much. A wrong element is still
+    wrong: it must be as close to the exact answer as eager's worst element is.
     """
-    for (name, o), (_, r) in zip(flatten_outputs(out), flatten_outputs(ref)):
+    refs64 = flatten_outputs(ref64) if ref64 is not None else None
+    for k, ((name, o), (_, r)) in enumerate(zip(flatten_outputs(out), flatten_outputs(ref))):
         if isinstance(r, torch.Tensor):
-            m = _compare_tensor(name, o, r, tolerance(dtype, r.dtype))
+            r64 = refs64[k][1] if refs64 is not None and k < len(refs64) else None
+            if not isinstance(r64, torch.Tensor) or not r.dtype.is_floating_point:
+                r64 = None
+            m = _compare_tensor(name, o, r, tolerance(dtype, r.dtype), r64)
         else:
             m = _compare_value(name, o, r, tolerance(dtype, torch.float64))
         if m is not None:
@@ -211,15 +223,24 @@ def _tensor_structure(out: Any, ref: torch.Tensor, path: str) -> tuple[str, str]
 
 
 def _compare_tensor(
-    name: str, out: torch.Tensor, ref: torch.Tensor, tol: tuple[float, float]
+    name: str,
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    tol: tuple[float, float],
+    ref64: torch.Tensor | None = None,
 ) -> Mismatch | None:
     if ref.is_complex():  # real and imaginary parts as a trailing dimension of 2
         out, ref = torch.view_as_real(out.resolve_conj()), torch.view_as_real(ref.resolve_conj())
+        ref64 = None
     atol, rtol = tol
     if _surely_within(out, ref, atol, rtol):
         return None
     o_flat = out.detach().to(ref.device).reshape(-1)
     r_flat = ref.detach().reshape(-1)
+    e_flat, slack = None, 0.0
+    if ref64 is not None and ref64.shape == ref.shape:
+        e_flat = ref64.detach().to(ref.device).reshape(-1)
+        slack = PRECISION_FACTOR * _worst_error(r_flat, e_flat)
     count, max_abs, max_rel = 0, 0.0, 0.0
     nonfinite: list[tuple[int, float, float]] = []
     other: list[tuple[int, float, float]] = []
@@ -231,6 +252,10 @@ def _compare_tensor(
         same_special = (torch.isnan(o) & torch.isnan(r)) | (~both & (o == r))
         special_bad = ~both & ~same_special
         bad = special_bad | (both & (diff > atol + rtol * r.abs()))
+        if e_flat is not None and math.isfinite(slack) and bool(bad.any()):
+            e = _as_float64(e_flat[start : start + _CHUNK])
+            near_exact = (o - e).abs() <= atol + rtol * e.abs() + slack
+            bad &= ~(both & torch.isfinite(e) & near_exact)
         n_bad = int(bad.sum())
         if diff.numel():
             max_abs = max(max_abs, float(diff.max()))
@@ -257,6 +282,18 @@ def _compare_tensor(
         max_rel_err=max_rel,
         first_bad=tuple((_unravel(i, shape), got, exp) for i, got, exp in first),
     )
+
+
+def _worst_error(ref: torch.Tensor, ref64: torch.Tensor) -> float:
+    """max |ref - ref64| over the elements where both are finite (eager's worst error)."""
+    worst = 0.0
+    for start in range(0, ref.numel(), _CHUNK):
+        r = _as_float64(ref[start : start + _CHUNK])
+        e = _as_float64(ref64[start : start + _CHUNK])
+        both = torch.isfinite(r) & torch.isfinite(e)
+        if bool(both.any()):
+            worst = max(worst, float((r[both] - e[both]).abs().max()))
+    return worst
 
 
 # The fast path's margin: far above float32's rounding of |out - ref| and of the bound (~1e-7

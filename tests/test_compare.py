@@ -282,3 +282,36 @@ def test_the_float32_fast_path_agrees_with_the_exact_rule_at_the_edge(dtype):
     nan_out = ref.clone()
     nan_out[7] = float("nan")
     assert compare(nan_out, ref, dtype).first_bad[0][0] == (7,)
+
+
+def _blocked_cumsum(x: torch.Tensor, block: int = 128) -> torch.Tensor:
+    """fp32 cumsum in another order (in-block scans plus carried block totals), as a kernel does."""
+    rows, n = x.shape
+    inner = torch.cumsum(x.view(rows, n // block, block), 2)
+    carry = torch.cumsum(inner[:, :, -1], 1) - inner[:, :, -1]
+    return (inner + carry[:, :, None]).view(rows, n)
+
+
+def test_ill_conditioned_output_is_judged_against_float64():
+    """A long cumsum: eager and an equally accurate kernel differ past 1e-4 near zero crossings."""
+    x = torch.randn(64, 16384, generator=torch.Generator().manual_seed(0)) * 100
+    eager, out, ref64 = torch.cumsum(x, 1), _blocked_cumsum(x), torch.cumsum(x.double(), 1)
+    assert compare(out, eager, torch.float32) is not None  # allclose alone calls it wrong
+    assert compare(out, eager, torch.float32, ref64=ref64) is None
+    # A wrong element is still wrong: far past eager's worst error against float64 (~2e-3).
+    wrong = out.clone()
+    wrong[3, 5000] += 1.0
+    m = compare(wrong, eager, torch.float32, ref64=ref64)
+    assert m is not None and m.count == 1 and m.first_bad[0][0] == (3, 5000)
+    # So is a stale half: the float64 widening is eager's worst error, not the output's scale.
+    half = out.clone()
+    half[:, 8192:] = 0.0
+    assert compare(half, eager, torch.float32, ref64=ref64).count > 64 * 8000
+
+
+def test_float64_widening_needs_a_float64_reference_of_the_same_shape():
+    eager = torch.tensor([1.0, 2.0, 3.0])
+    out = torch.tensor([1.0, 2.0, 3.1])
+    assert compare(out, eager, torch.float32, ref64=torch.zeros(2, dtype=torch.float64)).count == 1
+    exact = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    assert compare(out, eager, torch.float32, ref64=exact).count == 1  # eager is exact here

@@ -63,3 +63,56 @@ def test_a_memoised_or_partial_output_fails_as_drift():
         assert len(failures) == 1 and failures[0][0] == "drift", failures
         assert "timed call 7" in failures[0][1] and "float64" in failures[0][1]
     assert e.timed_edge_cases == 0
+
+
+# Dot products accumulated in float64: more accurate than eager, so where the two differ past
+# 1e-4 (an ill-conditioned output) the difference is eager's own rounding.
+FLOAT64_MATMUL = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _row_times(a_ptr, b_ptr, c_ptr, K, N, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    acc = tl.zeros([BLOCK_N], tl.float64)
+    for start in range(0, K, BLOCK_K):
+        ks = start + tl.arange(0, BLOCK_K)
+        a = tl.load(a_ptr + row * K + ks, mask=ks < K, other=0.0).to(tl.float64)
+        b_mask = (ks[:, None] < K) & (cols[None, :] < N)
+        b = tl.load(b_ptr + ks[:, None] * N + cols[None, :], mask=b_mask, other=0.0)
+        acc += tl.sum(a[:, None] * b.to(tl.float64), axis=0)
+    tl.store(c_ptr + row * N + cols, acc.to(tl.float32), mask=cols < N)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        a, b = a.contiguous(), b.contiguous()
+        c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+        block_n = triton.next_power_of_2(b.shape[1])
+        _row_times[(a.shape[0],)](a, b, c, a.shape[1], b.shape[1], BLOCK_K=1024, BLOCK_N=block_n)
+        return c
+"""
+
+
+def test_the_checks_judge_an_ill_conditioned_output_against_float64():
+    """An output past allclose of eager's at many elements but closer to float64 than eager is
+    correct (on the H200 an honest level1/36 cumsum over 16384-wide rows was rejected so); one
+    element off by more than eager's own error is still a mismatch."""
+    from pathlib import Path
+
+    from kernelwright.sandbox import evaluate
+
+    task = str(Path(__file__).parent / "tasks" / "ill_conditioned_matmul.py")
+    verdict = evaluate(task, FLOAT64_MATMUL, EvalConfig(trials=3, drift_calls=2))
+    assert verdict.status == "ok", f"{verdict.status} {verdict.rule}: {verdict.message}"
+    assert any("float64" in note and "allclose" in note for note in verdict.notes), verdict.notes
+    broken = FLOAT64_MATMUL.replace("acc.to(tl.float32)", "(acc + (cols == 3) * 1.0).to(tl.float32)")
+    verdict = evaluate(task, broken, EvalConfig(trials=2, drift_calls=2))
+    assert verdict.status == "incorrect" and verdict.rule == "mismatch", verdict.summary()
