@@ -45,6 +45,13 @@ def test_masked_cumsum_and_cumprod(tmp_path):
     check_equal("cumsum", tmp_path, [{}, {"batch_size": 2, "length": 19}], configs=LOOPED)
 
 
+def test_cumsum_as_the_output_over_long_rows(tmp_path):
+    # Rows past ROW_MAX_BLOCK: the scan is carried across blocks (the looped path once stored an
+    # undefined value here, a compile error for any row longer than 16384).
+    src = check_equal("cumsum_rows", tmp_path, [{}, {"batch_size": 3, "dim": 37}], configs=LOOPED)
+    assert "v_cumsum_carry +=" in src
+
+
 def test_var_std_and_written_out_variance(tmp_path):
     check_equal("var_std", tmp_path, [{}, {"batch_size": 3, "dim": 20}], configs=LOOPED)
 

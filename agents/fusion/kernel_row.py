@@ -401,7 +401,9 @@ class RowWriter:
             lines.append(f"{ind}{n.name}_carry = {init}")
         lines.append(f"{ind}for r_start in range(0, n_red, BLOCK_R):")
         lines += self.tile_setup("r_start", inner)
-        full = self.needed_full(reds + outs) + [o for o in outs if o.kind != RED]
+        # A scan output (cumsum) is computed block by block here, its carry across blocks.
+        full = self.needed_full(reds + outs)
+        full += [o for o in outs if o.kind != RED or o.attrs.get("scan")]
         full = [n for n in self.g.nodes if id(n) in {id(x) for x in full}]
         needed_loads = {id(a) for n in full + reds for a in n.tensor_args()}
         lines += self.tile_loads(needed_loads, inner)
