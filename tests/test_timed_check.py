@@ -113,6 +113,7 @@ def test_the_checks_judge_an_ill_conditioned_output_against_float64():
     verdict = evaluate(task, FLOAT64_MATMUL, EvalConfig(trials=3, drift_calls=2))
     assert verdict.status == "ok", f"{verdict.status} {verdict.rule}: {verdict.message}"
     assert any("float64" in note and "allclose" in note for note in verdict.notes), verdict.notes
-    broken = FLOAT64_MATMUL.replace("acc.to(tl.float32)", "(acc + (cols == 3) * 1.0).to(tl.float32)")
+    off_by_one = "(acc + (cols == 3) * 1.0).to(tl.float32)"  # one column 1.0 off
+    broken = FLOAT64_MATMUL.replace("acc.to(tl.float32)", off_by_one)
     verdict = evaluate(task, broken, EvalConfig(trials=2, drift_calls=2))
     assert verdict.status == "incorrect" and verdict.rule == "mismatch", verdict.summary()
