@@ -942,6 +942,15 @@ print(json.dumps({"ok": ok, "violations": [str(v) for v in guard.violations]}))
 """
 
 
+def run_json(script: Path, env: dict[str, str], timeout: float) -> dict:
+    """Run a harness script in a fresh interpreter; its last stdout line is a JSON report."""
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_guard_does_not_disturb_a_triton_interpreter_kernel(tmp_path):
     home, harness = tmp_path / "home", tmp_path / "harness"
     home.mkdir()
@@ -950,15 +959,7 @@ def test_guard_does_not_disturb_a_triton_interpreter_kernel(tmp_path):
     (harness / "run.py").write_text(INTERPRETER_HARNESS)
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     env.update(KW_HOME=str(home), TRITON_CACHE_DIR=str(home / "triton"), TMPDIR=str(home))
-    done = subprocess.run(
-        [sys.executable, str(harness / "run.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_json(harness / "run.py", env, timeout=300)
     assert report == {"ok": True, "violations": []}
 
 
@@ -1019,15 +1020,7 @@ def test_guard_trusts_dependencies_installed_outside_site_packages(tmp_path):
         path.write_text(PEEK)
     (harness / "run.py").write_text(PATH_INSTALL_HARNESS)
     env = dict(os.environ, KW_HOME=str(home), KW_DEPS=str(deps), KW_PROJECT=str(project))
-    done = subprocess.run(
-        [sys.executable, str(harness / "run.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_json(harness / "run.py", env, timeout=120)
     assert report["early"] == []  # imported before install
     assert report["late_install"] == []  # imported later from the same install directory
     # A plain directory on the path (a project, a runs folder) stays the candidate's kind.
@@ -1114,15 +1107,7 @@ def test_generated_code_is_judged_by_who_had_it_generated(tmp_path):
     (home / "cand.py").write_text(GENERATED_CANDIDATE)
     (harness / "generated_helper.py").write_text(GENERATED_HELPER)
     (harness / "run.py").write_text(GENERATED_HARNESS)
-    done = subprocess.run(
-        [sys.executable, str(harness / "run.py")],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, KW_HOME=str(home)),
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_json(harness / "run.py", dict(os.environ, KW_HOME=str(home)), timeout=120)
     assert report["evaluator_eval"] == []
     assert report["evaluator_eval_again"] == []
     assert report["eval_while_candidate_runs"] == ["sandbox-introspection"]
