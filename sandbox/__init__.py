@@ -22,10 +22,14 @@ _default_lock = threading.Lock()
 
 
 def _pool() -> EvalPool:
-    """A process-wide pool, started on first use, so repeated calls find warm workers."""
+    """A process-wide pool, started on first use, so repeated calls find warm workers.
+
+    Started again when closed: a Ctrl-C in a suite run from Python cancels every open pool
+    (`cancel_open_pools`), and evaluate() must keep working after it.
+    """
     global _default_pool
     with _default_lock:
-        if _default_pool is None:
+        if _default_pool is None or _default_pool.closed:
             _default_pool = EvalPool(workers=1)
             atexit.register(_default_pool.close)
         return _default_pool

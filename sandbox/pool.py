@@ -264,6 +264,11 @@ class EvalPool:
         for worker in live:
             worker.kill()
 
+    @property
+    def closed(self) -> bool:
+        """No more submissions: close() or cancel() ran."""
+        return self._closed
+
     def __enter__(self) -> EvalPool:
         return self
 

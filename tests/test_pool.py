@@ -77,6 +77,16 @@ def test_static_rejection_needs_no_worker():
     assert "line 1" in result.message
 
 
+def test_evaluate_after_the_default_pool_was_cancelled_starts_a_new_one():
+    """A Ctrl-C in a suite run from Python cancels every open pool (cancel_open_pools), the
+    default one too; this module's own pool must live on, so only the default is cancelled."""
+    from kernelwright import sandbox
+
+    assert sandbox.evaluate(TASK, "import os\n" + GOOD, FAST).rule == "import"
+    sandbox._pool().cancel()
+    assert sandbox.evaluate(TASK, "import os\n" + GOOD, FAST).rule == "import"
+
+
 def test_syntax_error_is_a_compile_error(pool):
     result = pool.submit(TASK, GOOD + "\ndef broken(:\n", FAST).result()
     assert result.status == "compile_error" and result.rule == "syntax"
