@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import signal
 import sys
@@ -277,7 +278,12 @@ def cmd_suite(args: argparse.Namespace) -> int:
         _open_store(config.db),
         device_groups=groups,
         stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
+        redo=tuple(args.redo),
     )
+    labels = [suite.task_label(p) for p in paths]
+    for pattern in args.redo:
+        if not any(fnmatch.fnmatchcase(label, pattern) for label in labels):
+            print(f"kernelwright: note: --redo {pattern!r} matches no task here", file=sys.stderr)
     outcomes = runner.run(paths, jobs=args.jobs)
     left = [o for o in outcomes if o.not_started]
     outcomes = [o for o in outcomes if not o.not_started]
@@ -602,6 +608,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=_duration,
         metavar="DURATION",
         help="start no task after this long (e.g. 50m): a window for cron; a rerun continues",
+    )
+    p.add_argument(
+        "--redo",
+        action="append",
+        default=[],
+        metavar="TASK",
+        help="run this task again though an earlier suite in --out finished it, replacing its "
+        "row: a label as the suite prints it (level1/36_cumsum_rows) or a glob ('level2/*'); "
+        "repeatable",
     )
     _add_search_options(p)
     p.set_defaults(func=cmd_suite)

@@ -6,6 +6,7 @@ graph.optimize is passed in (`optimize`): agents/ never imports graph.py.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
@@ -152,6 +153,9 @@ class SuiteRunner:
     device_groups: list[tuple[str, ...]] | None = None
     # time.monotonic() after which no task starts (running ones finish): `suite --stop-after`.
     stop_at: float | None = None
+    # Label patterns (fnmatch) of tasks run again though an earlier invocation finished them
+    # (`suite --redo`): a re-measurement after an upgrade or a fix; their rows are replaced.
+    redo: tuple[str, ...] = ()
     state: SuiteState = field(init=False)
     _free: queue.Queue = field(init=False)
 
@@ -200,8 +204,12 @@ class SuiteRunner:
         key = suite_key(task.hash, config)
         entry = self.state.get(key) or {}
         if entry.get("finished"):
-            self.out.write(f"[{label}] finished earlier in run {entry.get('run_id')}: skipped\n")
-            return TaskOutcome(label, str(path), entry["row"], entry.get("run_id"), skipped=True)
+            earlier = entry.get("run_id")
+            if not self.redoes(label):
+                self.out.write(f"[{label}] finished earlier in run {earlier}: skipped\n")
+                return TaskOutcome(label, str(path), entry["row"], earlier, skipped=True)
+            self.out.write(f"[{label}] finished earlier in run {earlier}: run again (--redo)\n")
+            entry = {}  # a new run; the earlier one stays on disk
         resume = entry.get("run_id")
         if resume and not (Path(config.out_dir) / resume / "run.json").is_file():
             resume = None
@@ -233,6 +241,9 @@ class SuiteRunner:
             },
         )
         return TaskOutcome(label, str(path), row, run["run_id"])
+
+    def redoes(self, label: str) -> bool:
+        return any(fnmatch.fnmatchcase(label, pattern) for pattern in self.redo)
 
     def _failed(self, label: str, path: Path, message: str) -> TaskOutcome:
         self.out.write(f"[{label}] error: {message}\n")

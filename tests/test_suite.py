@@ -286,6 +286,44 @@ def test_stop_after_starts_no_task_past_the_deadline_and_a_rerun_continues(tmp_p
     assert len(second.calls) == 2
 
 
+def test_redo_runs_matching_finished_tasks_again_and_replaces_their_rows(tmp_path):
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    tasks = [TASKS / "gelu.py", TASKS / "softmax.py", TASKS / "layernorm.py"]
+    first = SuiteRunner(ScriptedOptimize(), config, io.StringIO()).run(tasks)
+    optimize, out = ScriptedOptimize(), io.StringIO()
+    again = SuiteRunner(optimize, config, out, redo=("soft*", "layernorm")).run(tasks)
+    assert [o.skipped for o in again] == [True, False, False]
+    assert optimize.calls == [(str(tasks[1].resolve()), None), (str(tasks[2].resolve()), None)]
+    assert "[softmax] finished earlier in run softmax-2: run again (--redo)" in out.getvalue()
+    state = SuiteState(tmp_path / STATE_NAME)
+    key = suite_key(load_task(tasks[1]).hash, config)
+    assert state.get(key)["run_id"] == again[1].run_id != first[1].run_id
+    assert (tmp_path / first[1].run_id / "run.json").is_file()  # the earlier run stays
+    # Without --redo the next invocation keeps the new rows.
+    third = SuiteRunner(ScriptedOptimize(), config, io.StringIO()).run(tasks)
+    assert [o.run_id for o in third] == [first[0].run_id, again[1].run_id, again[2].run_id]
+
+
+def test_an_interrupted_redo_resumes_its_new_run(tmp_path):
+    config = RunConfig(model="offline", out_dir=str(tmp_path))
+    SuiteRunner(ScriptedOptimize(), config, io.StringIO()).run([TASKS / "gelu.py"])
+    key = suite_key(load_task(TASKS / "gelu.py").hash, config)
+    # What a redo leaves when killed mid-run: its run started, not finished.
+    SuiteState(tmp_path / STATE_NAME).put(key, {"task": "gelu", "run_id": "gelu-redo"})
+    (tmp_path / "gelu-redo").mkdir()
+    (tmp_path / "gelu-redo" / "run.json").write_text("{}")
+    optimize = ScriptedOptimize()
+    SuiteRunner(optimize, config, io.StringIO(), redo=("gelu",)).run([TASKS / "gelu.py"])
+    assert optimize.calls == [(None, "gelu-redo")]
+
+
+def test_cli_redo_says_when_a_pattern_matches_nothing(tmp_path):
+    args = [str(TASKS / "gelu.py"), "--model", "offline", "--out", str(tmp_path / "runs")]
+    code, _, err = kw("suite", *args, "--stop-after", "0s", "--redo", "level9/*")
+    assert code == 0, err
+    assert "--redo 'level9/*' matches no task here" in err
+
+
 def test_cli_stop_after_reports_what_is_left(tmp_path):
     code, out, err = kw(
         "suite",
