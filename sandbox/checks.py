@@ -1247,8 +1247,8 @@ def _environment_code(known: tuple[str, ...], writable: tuple[str, ...]) -> list
     places = {os.path.realpath(p) for p in sys.path if p and _holds_distributions(p)}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
-        if name == "__main__" or not isinstance(file, str):
-            continue
+        if name == "__main__" or not isinstance(file, str) or not os.path.isabs(file):
+            continue  # a relative __file__ (torch.ops has "_ops.py") names no place
         if "." not in name and getattr(module, "__path__", None) is not None:
             places.add(os.path.realpath(os.path.dirname(file)))  # a package: its directory
         else:

@@ -1028,6 +1028,20 @@ def test_guard_trusts_dependencies_installed_outside_site_packages(tmp_path):
     assert report["candidate"] == ["sandbox-introspection"]
 
 
+def test_a_module_with_a_relative_file_name_trusts_nothing(tmp_path, monkeypatch):
+    """torch.ops' __file__ is "_ops.py": resolved against the working directory it would trust
+    a file there that nobody imported."""
+    import types
+
+    monkeypatch.chdir(tmp_path)
+    fake = types.ModuleType("kw_relative_file")
+    fake.__file__ = "relative_name.py"
+    monkeypatch.setitem(sys.modules, "kw_relative_file", fake)
+    trusted = checks._environment_code((), ())
+    assert not any(p.endswith("relative_name.py") for p in trusted), trusted
+    assert str(tmp_path) not in trusted
+
+
 GENERATED_HELPER = """
 def target():
     return 1
