@@ -1017,6 +1017,7 @@ class Guard:
         self._stdlib: tuple[str, ...] = ()
         self._trusted: tuple[str, ...] = ()
         self._kinds: dict[str, int] = {}
+        self._homes: dict[str, bool] = {}  # file name -> under a writable root (candidate files)
         # id -> code object (kept alive so that its id is not reused): see `_kind`.
         self._trusted_generated: collections.OrderedDict[int, Any] = collections.OrderedDict()
 
@@ -1044,6 +1045,7 @@ class Guard:
         environment = _environment_code((*self._stdlib, *trusted), self.writable_roots)
         self._trusted = _real_roots([*trusted, *environment])
         self._kinds.clear()
+        self._homes.clear()
         _GUARD = self
         if not _HOOK_INSTALLED:
             sys.addaudithook(_audit_hook)
@@ -1106,6 +1108,26 @@ class Guard:
             stack.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
         while len(self._trusted_generated) > _MAX_TRUSTED_GENERATED:
             self._trusted_generated.popitem(last=False)
+
+    def _candidate_on_stack(self, frame: Any) -> bool:
+        """Candidate-written code anywhere on the stack: a file under a writable root (where
+        the candidate's module lives) or generated code not known to be the evaluator's. Task
+        files do not count: torch.compile of the reference runs through them."""
+        while frame is not None:
+            code = frame.f_code
+            name = code.co_filename
+            if name[:1] == "<" and not name.startswith("<frozen "):
+                if self._trusted_generated.get(id(code)) is not code:
+                    return True
+            else:
+                home = self._homes.get(name)
+                if home is None:
+                    home = _under(os.path.realpath(name), self.writable_roots)
+                    self._homes[name] = home
+                if home:
+                    return True
+            frame = frame.f_back
+        return False
 
     def _by_candidate(self, frame: Any) -> bool:
         asker = self._requester(frame)
@@ -1421,13 +1443,18 @@ def _on_direct_introspection(
 
 
 def _on_exec(g: Guard, event: str, args: tuple, frame: Any) -> PermissionError | None:
-    """exec/eval: remember generated code the evaluator's side runs; the candidate may not."""
+    """exec/eval: remember generated code the evaluator's side runs; the candidate may not.
+
+    The evaluator's only when no candidate code runs (guard off) and none is anywhere on the
+    stack: a finalizer the candidate left (its __del__ runs with the guard off) that has torch
+    generate code (torch.fx) would otherwise get code that runs as the evaluator's.
+    """
     code = args[0] if args else None
     if (
         isinstance(code, types.CodeType)
         and code.co_filename[:1] == "<"
         and not g._active
-        and not (g._armed and frame is not None and g._by_candidate(frame))
+        and not (g._armed and frame is not None and g._candidate_on_stack(frame))
     ):
         g._remember_generated(code)
     return _on_direct_introspection(g, event, args, frame)

@@ -1063,6 +1063,18 @@ import generated_helper
 
 def build():
     return generated_helper.make("def peek():\\n    return target.__code__\\n")
+
+
+LATE = []
+
+
+class Leftover:
+    def __del__(self):  # runs when the evaluator drops it, with the guard off
+        LATE.append(generated_helper.make("def peek():\\n    return target.__code__\\n"))
+
+
+def leave():
+    return Leftover()
 """
 
 GENERATED_HARNESS = """
@@ -1081,6 +1093,8 @@ cand = importlib.util.module_from_spec(spec)
 with guard.active():
     spec.loader.exec_module(cand)  # the guard is armed from here on
     peek = cand.build()  # source the candidate had generated for it
+    left = cand.leave()
+del left  # its finalizer has code generated while no candidate code is active
 
 
 def rules(fn, active=False):
@@ -1103,6 +1117,7 @@ print(json.dumps({
         lambda: generated_helper.evaluate("target.__code__"), active=True
     ),
     "candidate_generated": rules(peek),
+    "generated_in_a_finalizer": rules(cand.LATE[0]),
 }))
 """
 
@@ -1126,6 +1141,7 @@ def test_generated_code_is_judged_by_who_had_it_generated(tmp_path):
     assert report["evaluator_eval_again"] == []
     assert report["eval_while_candidate_runs"] == ["sandbox-introspection"]
     assert report["candidate_generated"] == ["sandbox-introspection"]
+    assert report["generated_in_a_finalizer"] == ["sandbox-introspection"]
 
 
 # -- integrity snapshot and threads ----------------------------------------------------------------
