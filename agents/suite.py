@@ -120,11 +120,17 @@ def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     pick = max(verified, key=_speed) if verified else (cands[-1] if cands else None)
     if pick is None:
         row = {"task": label, "status": run.get("stop_reason") or "no-candidate", "correct": False}
+        row["note"] = run.get("stop_detail")  # e.g. "no offline candidate: nothing to fuse..."
     else:
         row = report.suite_row(label, pick.result)
         row["candidate"] = pick.key
+        row["tuned"] = pick.tuned
         if pick.result.ok:
             row["kernel"] = pick.source
+            if pick.result.notes:  # e.g. an ill-conditioned output judged against float64
+                row["note"] = pick.result.notes[0]
+        else:
+            row["note"] = pick.result.message
     row["run_id"] = run.get("run_id")
     return row
 
@@ -330,6 +336,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"vs eager, {_x(summary['geomean_speedup_compiled'])} vs torch.compile "
         f"({summary['timed']} of {summary['correct']} timed)"
     )
+    if len(summary.get("levels", {})) > 1:
+        lines += [report.level_line(n, lv) for n, lv in summary["levels"].items()]
     if summary["correct"] and not summary["timed"]:
         lines.append(
             "no timings here (Triton interpreter): fast_p above 0 and speedups need a CUDA GPU"
@@ -339,7 +347,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
 
 def table_lines(outcomes: Sequence[TaskOutcome]) -> list[str]:
     """The per-task table: status, correctness, speedups, roofline, the run that produced it."""
-    rows = [("task", "status", "correct", "vs eager", "vs compile", "roofline", "run")]
+    rows = [("task", "status", "correct", "vs eager", "vs compile", "roofline", "bound", "run")]
     for o in outcomes:
         r = o.row
         rows.append(
@@ -350,6 +358,7 @@ def table_lines(outcomes: Sequence[TaskOutcome]) -> list[str]:
                 _x(r.get("speedup_eager")),
                 _x(r.get("speedup_compiled")),
                 _pct(r.get("roofline_fraction")),
+                r.get("limiter") or "-",
                 o.run_id or "-",
             )
         )

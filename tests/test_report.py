@@ -421,6 +421,7 @@ def test_suite_row_from_results():
         "speedup_eager": 2.0,
         "speedup_compiled": 1.2,
         "roofline_fraction": 0.6,
+        "limiter": "memory",
     }
     assert suite_row("b", failed("incorrect", "nan"))["correct"] is False
     assert suite_row("c", None)["status"] == "pending"
@@ -442,6 +443,37 @@ def test_suite_report_files(tmp_path):
     page = paths["html"].read_text()
     assert page.count("<details") == 1 and "<script" not in page
     assert blue_pixels(paths["plot"]) > 100
+
+
+def test_suite_report_by_level_with_bound_tuned_and_notes(tmp_path):
+    rows = [
+        {"task": "level1/01_relu", "correct": True, "speedup_eager": 2.0,
+         "speedup_compiled": 1.0, "roofline_fraction": 0.9, "limiter": "memory", "tuned": True},
+        {"task": "level1/02_gemm", "correct": True, "speedup_eager": 0.5,
+         "speedup_compiled": 0.25, "roofline_fraction": 0.1, "limiter": "compute", "tuned": False},
+        {"task": "level2/01_sort", "status": "no-candidate", "correct": False,
+         "note": "no offline candidate: nothing to fuse: forward is only sort\nmore"},
+        {"task": "level2/02_conv", "correct": True, "speedup_eager": 4.0,
+         "speedup_compiled": 2.0, "limiter": "compute", "tuned": False},
+    ]  # fmt: skip
+    s = suite_summary(rows)
+    assert s["levels"]["level1"] == {
+        "tasks": 2,
+        "correct": 2,
+        "geomean_speedup_eager": pytest.approx(1.0),
+        "geomean_speedup_compiled": pytest.approx(0.5),
+    }
+    assert s["levels"]["level2"]["tasks"] == 2 and s["levels"]["level2"]["correct"] == 1
+    assert suite_summary(SUITE)["levels"] == {}  # plain task names: no levels
+    md = write_suite_report(rows, tmp_path)["markdown"].read_text()
+    assert "| By level: level1 | 2 tasks, 2 correct, geomean 1.00x vs eager, 0.50x vs " in md
+    assert "| level1/01_relu | ok | yes | 2.00x | 1.00x | 90% | memory | yes |  |" in md
+    assert "| level1/02_gemm | ok | yes | 0.50x | 0.25x | 10% | compute | no |  |" in md
+    # A no-candidate row says why, on one line.
+    assert (
+        "| level2/01_sort | no-candidate | no | – | – | – | – | – | no offline candidate: "
+        "nothing to fuse: forward is only sort |"
+    ) in md
 
 
 # -- nightly reports ------------------------------------------------------------------------------

@@ -324,6 +324,25 @@ def test_cli_redo_says_when_a_pattern_matches_nothing(tmp_path):
     assert "--redo 'level9/*' matches no task here" in err
 
 
+def test_a_task_without_candidate_says_why_and_levels_are_summed_apart(tmp_path):
+    from kernelwright.agents.suite import summary_lines, task_row
+    from kernelwright.report import suite_summary
+
+    run = {"run_id": "r", "stop_reason": "no-candidate", "stop_detail": "nothing to fuse: sort"}
+    row = task_row("level2/15_sort_rows", tmp_path, run)
+    assert row == {
+        "task": "level2/15_sort_rows",
+        "status": "no-candidate",
+        "correct": False,
+        "note": "nothing to fuse: sort",
+        "run_id": "r",
+    }
+    ok = {"correct": True, "speedup_eager": 2.0, "speedup_compiled": 1.0}
+    lines = summary_lines(suite_summary([row, {"task": "level1/01_relu", **ok}]))
+    assert "level1: 1 task, 1 correct, geomean 2.00x vs eager, 1.00x vs torch.compile" in lines
+    assert any(line.startswith("level2: 1 task, 0 correct, geomean") for line in lines)
+
+
 def test_cli_stop_after_reports_what_is_left(tmp_path):
     code, out, err = kw(
         "suite",
