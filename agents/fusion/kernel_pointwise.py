@@ -23,14 +23,13 @@ def write_pointwise(w: GroupWriter) -> Emitted:
     rank = len(domain)
     runtime = [f"shape[{i}]" for i in range(rank)]
 
-    accesses = {}
+    accesses = {id(t): access(t.shape, domain, runtime, "offs", f"{t.name}_i") for t in w.tensors}
     setup: list[str] = []
     index_args: list[str] = []
     index_lines: list[str] = []
     patterns: dict[str, str] = {}
-    kinds = {id(t): access(t.shape, domain, runtime, "offs", "_").kind for t in w.tensors}
-    full = [t for t in w.tensors if kinds[id(t)] == FULL]
-    runs = [t for t in w.tensors if kinds[id(t)] == RUNS]
+    full = [t for t in w.tensors if accesses[id(t)].kind == FULL]
+    runs = [t for t in w.tensors if accesses[id(t)].kind == RUNS]
     # Broadcast operands beside full ones that share a transposed dense layout: the kernel walks
     # memory order (PERMUTED) and finds a broadcast operand's element from each kept dim's
     # coordinate, (offs // stride) % size, instead of the row-major runs expression.
@@ -38,7 +37,7 @@ def write_pointwise(w: GroupWriter) -> Emitted:
     dims = [d for d, c in enumerate(domain) if c != 1]
     used_dims: list[int] = []
     for t in w.tensors:
-        acc = access(t.shape, domain, runtime, "offs", f"{t.name}_i")
+        acc = accesses[id(t)]
         if acc.kind == RUNS:
             # Operands broadcast the same way share one index computation (bias, mean, rstd).
             if acc.expr.replace(f"{t.name}_i", "IDX") in patterns:
@@ -65,7 +64,6 @@ def write_pointwise(w: GroupWriter) -> Emitted:
                 index_args += acc.args
                 setup += acc.setup
                 acc.expr = f"{t.name}_idx"
-        accesses[id(t)] = acc
     if permuted:
         used_dims.sort()
         index_args += [f"pstride{d}" for d in used_dims] + [f"size{d}" for d in used_dims]
