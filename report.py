@@ -956,14 +956,19 @@ def _level_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def level_line(name: str, level: Mapping[str, Any]) -> str:
-    """'level1: 44 tasks, 40 correct, geomean 1.38x vs eager, 1.05x vs torch.compile'."""
+def _level_text(level: Mapping[str, Any]) -> str:
+    """'44 tasks, 40 correct, geomean 1.38x vs eager, 1.05x vs torch.compile'."""
     tasks = f"{level['tasks']} task{'s' * (level['tasks'] != 1)}"
     return (
-        f"{name}: {tasks}, {level['correct']} correct, geomean "
+        f"{tasks}, {level['correct']} correct, geomean "
         f"{_x(level['geomean_speedup_eager'])} vs eager, "
         f"{_x(level['geomean_speedup_compiled'])} vs torch.compile"
     )
+
+
+def level_line(name: str, level: Mapping[str, Any]) -> str:
+    """'level1: 44 tasks, 40 correct, ...': one level's line in the suite's summary."""
+    return f"{name}: {_level_text(level)}"
 
 
 def _summary_rows(summary: Mapping[str, Any]) -> list[list[str]]:
@@ -980,7 +985,7 @@ def _summary_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     rows.append(["Geomean speedup vs torch.compile", _x(summary["geomean_speedup_compiled"])])
     rows.append(["Correct tasks with timings", str(summary["timed"])])
     for name, level in summary.get("levels", {}).items():
-        rows.append([f"By level: {name}", level_line(name, level).split(": ", 1)[1]])
+        rows.append([f"By level: {name}", _level_text(level)])
     return rows
 
 
