@@ -52,6 +52,13 @@ def test_cumsum_as_the_output_over_long_rows(tmp_path):
     assert "v_cumsum_carry +=" in src
 
 
+def test_losses_reduced_and_elementwise(tmp_path):
+    # mse, l1, smooth L1 and Huber as functions and modules, 'mean', 'sum' and 'none', one
+    # target broadcast over the rows: whole-tensor split reductions and a pointwise kernel.
+    src = check_equal("losses", tmp_path, [{}, {"batch_size": 3, "dim": 50}], configs=SPLITS)
+    assert "_partial_kernel" in src and "tl.where" in src
+
+
 def test_var_std_and_written_out_variance(tmp_path):
     check_equal("var_std", tmp_path, [{}, {"batch_size": 3, "dim": 20}], configs=LOOPED)
 

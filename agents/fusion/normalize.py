@@ -348,6 +348,12 @@ class _Normalizer:
         if isinstance(mod, (nn.Softmax, nn.LogSoftmax)):
             op = "softmax" if isinstance(mod, nn.Softmax) else "log_softmax"
             return self.op_softmax(n, op, {"input": x, "dim": mod.dim, "dtype": None})
+        loss = _LOSS_MODULES.get(type(mod))
+        if loss is not None and len(args) == 2 and not kwargs:
+            op, extra = loss
+            bound = {"input": args[0], "target": args[1], "reduction": mod.reduction}
+            bound.update({k: getattr(mod, k) for k in extra})
+            return getattr(self, "op_" + op)(n, op, bound)
         w = lambda name: self.param(f"{n.target}.{name}")  # noqa: E731
         if isinstance(mod, nn.Linear):
             return self.op_linear(
@@ -707,6 +713,67 @@ class _Normalizer:
 
     op_cumprod = op_cumsum
 
+    # -- losses ----------------------------------------------------------------------------------
+
+    def loss(self, n: fx.Node, b: dict[str, Any], elementwise) -> Any:
+        """An elementwise loss of input and target, then its reduction ('mean', 'sum', 'none').
+
+        `elementwise(diff, dtype)` builds the per-element loss from input - target. The mean and
+        sum cover every dim: a whole-tensor split reduction whose output is a 0-dim tensor.
+        """
+        x, y = b["input"], b["target"]
+        if any(b.get(k) is not None for k in ("size_average", "reduce", "weight")):
+            return None
+        if not (isinstance(x, Node) and isinstance(y, Node) and x.is_float and y.is_float):
+            return None
+        dtype = self.dtype_of(n)
+        reduction = b["reduction"]
+        base = n.name if reduction == "none" else None
+        diff = self.pw("sub", x, y, dtype=dtype, base="diff")
+        per_element = elementwise(diff, dtype, base)
+        if reduction == "none":
+            return per_element
+        if reduction not in ("mean", "sum"):
+            return None
+        dims = tuple(range(len(per_element.shape)))
+        return self.red(reduction, per_element, dims, False, dtype, shape=())
+
+    def op_mse_loss(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        return self.loss(
+            n, b, lambda d, dtype, base: self.pw("mul", d, d, dtype=dtype, base=base or "sq")
+        )
+
+    def op_l1_loss(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        return self.loss(n, b, lambda d, dtype, base: self.pw("abs", d, dtype=dtype, base=base))
+
+    def op_smooth_l1_loss(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        beta = b["beta"]
+        if not isinstance(beta, (int, float)) or beta < 0:
+            return None
+        if beta == 0:  # torch: exactly the L1 loss
+            return self.op_l1_loss(n, op, b)
+        # |d| < beta: 0.5 d^2 / beta, else |d| - 0.5 beta (torch's own formula and order)
+        return self.loss(n, b, lambda d, dtype, base: self.piecewise(d, dtype, base, beta, 1.0))
+
+    def op_huber_loss(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        delta = b["delta"]
+        if not isinstance(delta, (int, float)) or delta <= 0:
+            return None
+        # |d| < delta: 0.5 d^2, else delta (|d| - 0.5 delta)
+        return self.loss(n, b, lambda d, dtype, base: self.piecewise(d, dtype, base, delta, delta))
+
+    def piecewise(self, d: Node, dtype: Any, base: str | None, knot: float, scale: float):
+        """Smooth L1 (scale 1: quadratic part divided by the knot) and Huber (scale = knot)."""
+        a = self.pw("abs", d, dtype=dtype, base="absdiff")
+        quad = self.pw("mul", self.pw("mul", d, d, dtype=dtype, base="sq"), 0.5, dtype=dtype)
+        if scale == 1.0:
+            quad = self.pw("div", quad, float(knot), dtype=dtype, base="quad")
+        lin = self.pw("sub", a, 0.5 * knot, dtype=dtype, base="lin")
+        if scale != 1.0:
+            lin = self.pw("mul", lin, float(scale), dtype=dtype, base="lin")
+        small = self.pw("lt", a, float(knot), dtype=torch.bool, base="small")
+        return self.pw("where", small, quad, lin, dtype=dtype, base=base or "elem")
+
     # -- normalisations --------------------------------------------------------------------------
 
     def normalized(self, n, x, dims, eps, weight, bias, *, groups=None) -> Node:
@@ -1046,6 +1113,15 @@ def _dtype_source(x: Node) -> Node:
             break
         x = x.args[0]
     return x
+
+
+# Loss modules: (op, the attributes besides `reduction` that its op_ method reads).
+_LOSS_MODULES: dict[type, tuple[str, tuple[str, ...]]] = {
+    nn.MSELoss: ("mse_loss", ()),
+    nn.L1Loss: ("l1_loss", ()),
+    nn.SmoothL1Loss: ("smooth_l1_loss", ("beta",)),
+    nn.HuberLoss: ("huber_loss", ("delta",)),
+}
 
 
 def _pointwise_operand(v: Any) -> bool:

@@ -63,6 +63,11 @@ SIGNATURES: dict[str, str] = {
     "matmul": "input, other",
     "addmm": "input, mat1, mat2, *, beta=1, alpha=1",
     "identity": "input",
+    # size_average and reduce are the deprecated spellings of reduction, weight (newer torch)
+    # scales each element: given, no pattern.
+    "loss": "input, target, size_average=None, reduce=None, reduction='mean', weight=None",
+    "smooth_l1": "input, target, size_average=None, reduce=None, reduction='mean', beta=1.0",
+    "huber": "input, target, reduction='mean', delta=1.0, weight=None",
     "nan_to_num": "input, nan=0.0, posinf=None, neginf=None, *, out=None",
 }
 
@@ -190,6 +195,10 @@ def _calls() -> dict[Any, Call]:
     if hasattr(F, "rms_norm"):
         table[F.rms_norm] = Call("rms_norm", "rms_norm")
     table[F.linear] = Call("linear", "linear")
+    table[F.mse_loss] = Call("mse_loss", "loss")
+    table[F.l1_loss] = Call("l1_loss", "loss")
+    table[F.smooth_l1_loss] = Call("smooth_l1_loss", "smooth_l1")
+    table[F.huber_loss] = Call("huber_loss", "huber")
     table[torch.matmul] = Call("matmul", "matmul")
     table[torch.mm] = Call("matmul", "matmul")
     table[torch.bmm] = Call("matmul", "matmul")
