@@ -42,8 +42,13 @@ ENV_ALLOW_PREFIXES = ("TRITON_", "TORCHINDUCTOR_", "CUBLAS_", "CUDNN_")
 ENV_DENY_SUBSTRINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 
 
-def worker_env(parent: dict[str, str], *, home: Path, device: str) -> dict[str, str]:
-    """The environment a worker starts with: allowlisted names only, HOME and TMPDIR sandboxed."""
+def worker_env(parent: dict[str, str], *, home: Path, private: Path, device: str) -> dict[str, str]:
+    """The environment a worker starts with: allowlisted names only, HOME and TMPDIR sandboxed.
+
+    home: the candidate's working directory (the only place it may write).
+    private: the evaluator's own directory beside it, which candidate code may neither read nor
+    write: torch.compile of the reference keeps its generated code there.
+    """
     env = {}
     for name, value in parent.items():
         allowed = name in ENV_ALLOW or name.startswith(ENV_ALLOW_PREFIXES)
@@ -58,8 +63,10 @@ def worker_env(parent: dict[str, str], *, home: Path, device: str) -> dict[str, 
         TRITON_CACHE_DIR=str(home / "triton"),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
-        # torch.compile's own caches stay per worker: nothing a candidate wrote can be reused.
-        TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"),
+        # torch.compile's caches stay per worker and outside the candidate's home: the
+        # reference's compiled code (the torch.compile baseline) is the evaluator's, and no file
+        # a candidate wrote can be loaded as part of it.
+        TORCHINDUCTOR_CACHE_DIR=str(private / "inductor"),
     )
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"

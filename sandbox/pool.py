@@ -65,16 +65,24 @@ class _Job:
 
 
 class _WorkerProcess:
-    """One running worker: its process, its private home, and the result pipe."""
+    """One running worker: its process, its directory and the result pipe.
+
+    The directory holds `home` (the candidate's working directory, its only writable place),
+    `evaluator` (torch.compile's caches for the reference: no candidate access) and the log.
+    """
 
     def __init__(self, device: str, root: Path, config: EvalConfig):
         self.device = device
         self.gpu_fraction = config.gpu_memory_fraction
         self.max_file_mb = config.max_file_mb
-        self.home = Path(tempfile.mkdtemp(prefix="worker-", dir=root))
-        self.log_path = self.home / "worker.log"
+        self.dir = Path(tempfile.mkdtemp(prefix="worker-", dir=root))
+        self.home = self.dir / "home"
+        self.private = self.dir / "evaluator"
+        self.home.mkdir()
+        self.private.mkdir()
+        self.log_path = self.dir / "worker.log"
         read_fd, write_fd = os.pipe()
-        env = worker_env(dict(os.environ), home=self.home, device=device)
+        env = worker_env(dict(os.environ), home=self.home, private=self.private, device=device)
         # The child must import this package the way the parent does, whatever HOME says.
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         command = [
@@ -87,6 +95,8 @@ class _WorkerProcess:
             device,
             "--home",
             str(self.home),
+            "--private",
+            str(self.private),
             "--gpu-memory-fraction",
             str(config.gpu_memory_fraction),
             "--max-file-mb",
@@ -144,7 +154,7 @@ class _WorkerProcess:
             pass
 
     def stop(self) -> None:
-        """Ask politely (EOF on stdin), then kill the group; remove the home directory."""
+        """Ask politely (EOF on stdin), then kill the group; remove the worker's directory."""
         try:
             self.proc.stdin.close()
         except OSError:
@@ -158,7 +168,7 @@ class _WorkerProcess:
             os.close(self.fd)
         except OSError:
             pass
-        shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def log_tail(self) -> str:
         try:

@@ -1,7 +1,8 @@
 """The sandboxed worker process: load a candidate, check it, compare it, time it -> JSON result.
 
-Started by pool.py as `python -m kernelwright.sandbox.worker --result-fd N --device D --home DIR`
-in its own session, with an allowlisted environment and its own temp cwd and Triton cache.
+Started by pool.py as `python -m kernelwright.sandbox.worker --result-fd N --device D --home DIR
+--private DIR` in its own session, with an allowlisted environment and its own temp cwd and
+Triton cache. HOME is the candidate's; PRIVATE holds torch.compile's caches for the reference.
 Requests arrive as JSON lines on stdin; replies go out as JSON lines on the result descriptor,
 never on stdout, which belongs to the candidate (printing "PASS" there proves nothing).
 
@@ -30,6 +31,7 @@ import random
 import sys
 import time
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,11 +106,20 @@ class Trial:
 class Worker:
     """One sandboxed evaluator process; `serve()` answers requests until stdin closes."""
 
-    def __init__(self, device: str, home: Path, out, layers: list[str], gpu_fraction: float):
+    def __init__(
+        self,
+        device: str,
+        home: Path,
+        private: Path,
+        out,
+        layers: list[str],
+        gpu_fraction: float,
+    ):
         import torch
 
         self.torch = torch
         self.home = home
+        self.private = private
         self.out = out
         self.cuda = device != "cpu"
         self.device = torch.device("cuda", 0) if self.cuda else torch.device("cpu")
@@ -125,8 +136,7 @@ class Worker:
 
         launches.install()
         self._warm_up_triton()
-        self.guard = checks.Guard()
-        self.guard.install(writable_roots=[str(home)], readable_roots=_readable_roots(home))
+        self.guard = install_guard(home, private)
         self.snapshot = checks.integrity_snapshot()
         self.environment = _environment(torch, self.cuda, (*layers, "audit-hook"))
 
@@ -358,7 +368,9 @@ class Worker:
 
                 inductor_config.compile_threads = 1  # no compile subprocess pool in the sandbox
                 compiled = torch.compile(ctx.main.ref)
-                with torch.no_grad():
+                # The reference's Triton kernels are built (on this first call) into the
+                # evaluator's cache, not the candidates' (home/triton, which they can write).
+                with _environ("TRITON_CACHE_DIR", str(self.private / "triton")), torch.no_grad():
                     compiled(*inputs)
                 torch.cuda.synchronize()
                 ctx.compiled = compiled
@@ -1333,6 +1345,39 @@ def _interpreter_timings() -> Timings:
     )
 
 
+def install_guard(home: Path, private: Path, also_trusted: Iterable[str] = ()) -> checks.Guard:
+    """The worker's guard: candidate code writes only under `home` and reads only there and in
+    the installation; `private` (torch.compile's generated code for the reference, which
+    candidate code can neither read nor write) is the evaluator's own code.
+
+    Under the candidate's home, inductor's generated modules counted as candidate code: torch's
+    guard code generated while one was on the stack was then judged the candidate's, and timing
+    the baseline of any task after a first candidate had run tripped the introspection rule.
+    also_trusted: more directories of evaluator code (a test's harness).
+    """
+    guard = checks.Guard()
+    guard.install(
+        writable_roots=[str(home)],
+        readable_roots=_readable_roots(home),
+        trusted_code=[str(private), *also_trusted],
+    )
+    return guard
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str):
+    """os.environ[name] = value for the block (Triton and inductor read their cache dir there)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
 def _readable_roots(home: Path) -> list[str]:
     roots = {
         str(home),
@@ -1388,6 +1433,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--home", required=True)
+    parser.add_argument("--private", required=True)
     parser.add_argument("--gpu-memory-fraction", type=float, default=0.9)
     parser.add_argument("--max-file-mb", type=int, default=512)
     args = parser.parse_args(argv)
@@ -1399,7 +1445,7 @@ def main(argv: list[str] | None = None) -> int:
     out = os.fdopen(args.result_fd, "w", buffering=1)
     home = Path(args.home)
     os.chdir(home)
-    worker = Worker(args.device, home, out, layers, args.gpu_memory_fraction)
+    worker = Worker(args.device, home, Path(args.private), out, layers, args.gpu_memory_fraction)
     worker.serve(sys.stdin)
     out.flush()
     return 0

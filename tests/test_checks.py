@@ -1144,6 +1144,87 @@ def test_generated_code_is_judged_by_who_had_it_generated(tmp_path):
     assert report["generated_in_a_finalizer"] == ["sandbox-introspection"]
 
 
+COMPILED_REFERENCE = """
+def target():
+    return 1
+
+
+# What torch.compile's output module does on import: have code generated (torch's guards read
+# names such as "L['self'].forward.__code__") while this module is on the stack.
+namespace = {"target": target}
+exec("def peek():\\n    return target.__code__\\n", namespace)
+peek = namespace["peek"]
+"""
+
+WORKER_LAYOUT_HARNESS = """
+import importlib.util, json, os, sys
+from pathlib import Path
+
+from kernelwright.sandbox.isolation import worker_env
+from kernelwright.sandbox.worker import install_guard
+
+home, private = Path(os.environ["KW_HOME"]), Path(os.environ["KW_PRIVATE"])
+env = worker_env(dict(os.environ), home=home, private=private, device="cpu")
+inductor = Path(env["TORCHINDUCTOR_CACHE_DIR"])
+inductor.mkdir(parents=True)
+(inductor / "compiled_ref.py").write_text(os.environ["KW_COMPILED"])
+guard = install_guard(home, private, also_trusted=[os.path.dirname(os.path.abspath(__file__))])
+
+
+def load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rules(fn):
+    guard.reset()
+    try:
+        with guard.active():
+            fn()
+    except PermissionError:
+        pass
+    return [v.rule for v in guard.violations]
+
+
+with guard.active():
+    load("cand", home / "cand.py")  # a first candidate has armed the guard
+guard.reset()
+try:
+    load("compiled_ref", inductor / "compiled_ref.py").peek()  # the next task's baseline
+except PermissionError:
+    pass
+print(json.dumps({
+    "baseline": [v.rule for v in guard.violations],
+    "candidate_reads_cache": rules(lambda: open(inductor / "compiled_ref.py").read()),
+    "candidate_writes_cache": rules(lambda: open(inductor / "planted.py", "w").write("x = 1")),
+}))
+"""
+
+
+def test_the_reference_compiled_after_a_candidate_is_the_evaluators(tmp_path):
+    """torch.compile's caches live in the worker's private directory, not the candidate's home.
+
+    On the H200, inductor's output module (under the home) counted as candidate code: the guard
+    code torch generated while it was on the stack was judged the candidate's, and the baseline
+    of every task after a worker's first candidate failed with "object.__getattr__ __code__".
+    A candidate can neither read that directory nor plant code in it.
+    """
+    home, private, harness = tmp_path / "home", tmp_path / "evaluator", tmp_path / "harness"
+    for d in (home, private, harness):
+        d.mkdir()
+    (home / "cand.py").write_text("x = 1\n")
+    (harness / "run.py").write_text(WORKER_LAYOUT_HARNESS)
+    env = dict(
+        os.environ, KW_HOME=str(home), KW_PRIVATE=str(private), KW_COMPILED=COMPILED_REFERENCE
+    )
+    report = run_json(harness / "run.py", env, timeout=120)
+    assert report["baseline"] == []
+    assert report["candidate_reads_cache"] == ["sandbox-file"]
+    assert report["candidate_writes_cache"] == ["sandbox-file"]
+
+
 # -- integrity snapshot and threads ----------------------------------------------------------------
 
 

@@ -144,14 +144,16 @@ def test_worker_environment_keeps_no_secrets(tmp_path):
         "TRITON_CACHE_DIR": "/x",
         "HOME": "/root",
     }
-    env = worker_env(parent, home=tmp_path, device="cpu")
+    env = worker_env(parent, home=tmp_path, private=tmp_path / "evaluator", device="cpu")
     assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env
     assert "TRITON_API_TOKEN" not in env  # an allowed prefix does not let a token through
     assert env["HOME"] == str(tmp_path) and env["TRITON_CACHE_DIR"] == str(tmp_path / "triton")
     assert env["TRITON_INTERPRET"] == "1"
     # Device ceilings are measured once per machine: the user's cache, not the throwaway home.
     assert env["KERNELWRIGHT_CACHE_DIR"] == "/root/.cache/kernelwright"
-    mine = worker_env({**parent, "KERNELWRIGHT_CACHE_DIR": "/c"}, home=tmp_path, device="cpu")
+    mine = worker_env(
+        {**parent, "KERNELWRIGHT_CACHE_DIR": "/c"}, home=tmp_path, private=tmp_path, device="cpu"
+    )
     assert mine["KERNELWRIGHT_CACHE_DIR"] == "/c"
 
 
