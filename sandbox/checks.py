@@ -969,6 +969,8 @@ _CODE_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__", "f_code",
 _PATCH_ATTRS = frozenset({"__class__", "__bases__", "__code__", "__defaults__", "__kwdefaults__"})
 _MAX_RECORDED = 100  # a loop of denied calls must not fill memory with records
 
+TRACE_ENV = "KERNELWRIGHT_GUARD_TRACE"
+
 # Frame kinds: who wrote the code that asked for an event.
 _STDLIB, _TRUSTED, _CANDIDATE = 0, 1, 2
 
@@ -1015,6 +1017,9 @@ class Guard:
         self._trusted: tuple[str, ...] = ()
         self._kinds: dict[str, int] = {}
         self._homes: dict[str, bool] = {}  # file name -> under a writable root (candidate files)
+        # KERNELWRIGHT_GUARD_TRACE=FILE: every denial appends the whole stack there, each frame
+        # with the kind the guard gave it (to tell a false alarm's cause from its message alone).
+        self.trace_path: str | None = None
         # Generated code ("<string>") by who had it exec'd, id -> code object; weak, so an entry
         # lives exactly as long as its code (an id is never reused while it is listed) and none
         # is ever evicted while it runs. See `_kind` and `_generated_for_candidate`.
@@ -1050,6 +1055,7 @@ class Guard:
         self._trusted = _real_roots([*trusted, *environment])
         self._kinds.clear()
         self._homes.clear()
+        self.trace_path = os.environ.get(TRACE_ENV) or None
         _GUARD = self
         if not _HOOK_INSTALLED:
             sys.addaudithook(_audit_hook)
@@ -1164,7 +1170,29 @@ class Guard:
         message = f"sandbox: the candidate tried to {what}{where}; {advice}"
         if len(self.violations) < _MAX_RECORDED:
             self.violations.append(Violation(rule, line, 0, message))
+            if self.trace_path:
+                self._trace(message, frame)
         return PermissionError(message)
+
+    def _trace(self, message: str, frame: Any) -> None:
+        """Append the denial and its stack, innermost first, to the trace file."""
+        names = {_STDLIB: "stdlib", _TRUSTED: "trusted", _CANDIDATE: "candidate"}
+        lines = [f"{message}  [guard {'on' if self._active else 'off'}]"]
+        while frame is not None:
+            code = frame.f_code
+            kind = names[self._kind(frame)]
+            if code.co_filename[:1] == "<" and not code.co_filename.startswith("<frozen "):
+                if self._candidate_generated.get(id(code)) is code:
+                    kind += ", generated for the candidate"
+                elif self._trusted_generated.get(id(code)) is not code:
+                    kind += ", generated before the guard or unseen"
+            lines.append(f"  {code.co_filename}:{frame.f_lineno} {code.co_name} [{kind}]")
+            frame = frame.f_back
+        try:
+            with open(self.trace_path, "a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n\n")
+        except OSError:
+            pass
 
     def _enforced(self, frame: Any) -> bool:
         return self._active or (self._armed and self._by_candidate(frame))

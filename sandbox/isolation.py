@@ -35,6 +35,7 @@ ENV_ALLOW = frozenset(
         "OPENBLAS_CORETYPE",
         "OPENBLAS_L2_SIZE",
         "KERNELWRIGHT_CACHE_DIR",
+        "KERNELWRIGHT_GUARD_TRACE",  # a file where the guard writes each denial's stack
     }
 )
 ENV_ALLOW_PREFIXES = ("TRITON_", "TORCHINDUCTOR_", "CUBLAS_", "CUDNN_")

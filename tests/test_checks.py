@@ -1144,6 +1144,26 @@ def test_generated_code_is_judged_by_who_had_it_generated(tmp_path):
     assert report["generated_in_a_finalizer"] == ["sandbox-introspection"]
 
 
+def test_guard_trace_writes_each_denials_stack(tmp_path):
+    """KERNELWRIGHT_GUARD_TRACE names a file where every denial leaves its stack, each frame
+    with the kind the guard gave it: a false alarm's cause shows without a debugger."""
+    home, harness = tmp_path / "home", tmp_path / "harness"
+    home.mkdir()
+    harness.mkdir()
+    (home / "cand.py").write_text(GENERATED_CANDIDATE)
+    (harness / "generated_helper.py").write_text(GENERATED_HELPER)
+    (harness / "run.py").write_text(GENERATED_HARNESS)
+    trace = tmp_path / "trace.txt"
+    env = dict(os.environ, KW_HOME=str(home), KERNELWRIGHT_GUARD_TRACE=str(trace))
+    report = run_json(harness / "run.py", env, timeout=120)
+    assert report["candidate_generated"] == ["sandbox-introspection"]
+    text = trace.read_text()
+    assert text.count("object.__getattr__ __code__") == 3  # one record per denial
+    assert "[guard on]" in text and "[guard off]" in text
+    assert "<string>:2 peek [candidate, generated for the candidate]" in text
+    assert f"{harness / 'generated_helper.py'}:7 evaluate [trusted]" in text
+
+
 STACKED_GENERATED_HARNESS = """
 import importlib.util, json, os, sys
 
