@@ -59,6 +59,15 @@ def test_losses_reduced_and_elementwise(tmp_path):
     assert "_partial_kernel" in src and "tl.where" in src
 
 
+def test_cross_entropy_mean_sum_none_and_ignored_targets(tmp_path):
+    # logsumexp per row (rows in registers and streamed), the target's logit picked by torch,
+    # then whole-tensor sums of the row losses and of the targets counted.
+    configs = ({}, {"ROW_MAX_BLOCK": 16, "ROW_LOOP_BLOCK": 8, "SPLIT_PROGRAMS": 3})
+    shapes = [{}, {"batch_size": 5, "num_classes": 70}]
+    src = check_equal("cross_entropy", tmp_path, shapes, configs=configs)
+    assert ".gather(1, " in src and "_partial_kernel" in src and "== -100" in src
+
+
 def test_var_std_and_written_out_variance(tmp_path):
     check_equal("var_std", tmp_path, [{}, {"batch_size": 3, "dim": 20}], configs=LOOPED)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from .group_writer import Emitted, GroupWriter
 from .index import FULL, SCALAR, access, kept_pattern
 from .ir import PW, RED, STORE, Node
-from .pysrc import call, docstring, prod
+from .pysrc import call, comment_lines, docstring, prod
 from .trace import Unsupported
 
 NEG_INF, POS_INF = '-float("inf")', 'float("inf")'
@@ -360,7 +360,7 @@ class RowWriter:
         for p in passes:
             reds = [n for n in self.g.nodes if acc_pass.get(id(n)) == p]
             outs = full_outs if p == out_pass else []
-            lines.append(f"{ind}# pass {p + 1}: " + self.pass_comment(reds, outs))
+            lines += comment_lines(f"pass {p + 1}: " + self.pass_comment(reds, outs), ind)
             lines += self.one_stream(reds, outs, done, ind)
             done |= {id(n) for n in reds}
             lines += self.reduced_members(done, ind)

@@ -762,6 +762,56 @@ class _Normalizer:
         # |d| < delta: 0.5 d^2, else delta (|d| - 0.5 delta)
         return self.loss(n, b, lambda d, dtype, base: self.piecewise(d, dtype, base, delta, delta))
 
+    def op_cross_entropy(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        """(N, K) logits and (N,) class indices: logsumexp of each row (one read of the logits)
+        minus the target's logit, 0 where the target is ignore_index; 'mean' divides the sum by
+        the count of targets not ignored (torch's nan when all are).
+
+        The target's logit is picked by torch (x.gather: N scattered reads); class weights,
+        label smoothing, probability targets and extra dims are left to torch.
+        """
+        x, t, ignore = b["input"], b["target"], b["ignore_index"]
+        if any(b.get(k) is not None for k in ("weight", "size_average", "reduce")):
+            return None
+        if b["label_smoothing"] != 0 or not isinstance(ignore, int):
+            return None
+        if not (isinstance(x, Node) and isinstance(t, Node) and x.is_float) or t.is_float:
+            return None
+        if len(x.shape) != 2 or tuple(t.shape) != (x.shape[0],):
+            return None
+        reduction = b["reduction"]
+        if reduction not in ("mean", "sum", "none"):
+            return None
+        dtype = self.dtype_of(n)
+        m = self.red("amax", x, (1,), True, dtype)
+        s = self.red("sumexp", x, (1,), True, dtype, m)
+        lse = self.reshape(
+            self.pw("add", m, self.pw("log", s, dtype=dtype), dtype=dtype, base="lse"),
+            (x.shape[0],),
+        )
+        picked = self.make(
+            TORCH,
+            "gather",
+            "picked",
+            (x, t),
+            (x.shape[0],),
+            x.dtype,
+            expr=f"{{0}}.gather(1, {{1}}.masked_fill({{1}} == {ignore}, 0)[:, None])[:, 0]",
+        )
+        valid = self.pw("ne", t, ignore, dtype=torch.bool, base="valid")
+        loss = self.pw("sub", lse, picked, dtype=dtype, base="nll")
+        base = n.name if reduction == "none" else "row_loss"
+        per_row = self.pw("where", valid, loss, 0.0, dtype=dtype, base=base)
+        if reduction == "none":
+            return per_row
+        total = self.red("sum", per_row, (0,), False, dtype, shape=())
+        if reduction == "sum":
+            return total
+        # Counted in fp32 (exact to 2^24 rows), whatever the logits' dtype.
+        counted = self.pw("where", valid, 1.0, 0.0, dtype=torch.float32, base="counted")
+        count = self.red("sum", counted, (0,), False, torch.float32, shape=())
+        return self.pw("div", total, count, dtype=dtype, base=n.name)
+
     def piecewise(self, d: Node, dtype: Any, base: str | None, knot: float, scale: float):
         """Smooth L1 (scale 1: quadratic part divided by the knot) and Huber (scale = knot)."""
         a = self.pw("abs", d, dtype=dtype, base="absdiff")
@@ -1121,6 +1171,7 @@ _LOSS_MODULES: dict[type, tuple[str, tuple[str, ...]]] = {
     nn.L1Loss: ("l1_loss", ()),
     nn.SmoothL1Loss: ("smooth_l1_loss", ("beta",)),
     nn.HuberLoss: ("huber_loss", ("delta",)),
+    nn.CrossEntropyLoss: ("cross_entropy", ("weight", "ignore_index", "label_smoothing")),
 }
 
 
