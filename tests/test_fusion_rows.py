@@ -85,6 +85,16 @@ def test_groupnorm_swish_scale(tmp_path):
     )
 
 
+def test_groupnorm_over_long_groups_takes_the_split_path(tmp_path):
+    # Groups past GROUP_SPLIT_ELEMENTS at the traced shape: statistics as a split reduction (per
+    # sample and group), normalised by a pointwise kernel; short groups keep the row kernel.
+    # The emitted code is checked at a shape where every group is short too.
+    shapes = [{}, {"batch_size": 3, "height": 5, "width": 7}]
+    src = check_equal("groupnorm_long", tmp_path, shapes, configs=SPLITS)
+    assert "_partial_kernel" in src and "repeat_interleave" in src
+    assert "one program per" in src  # the short groups' row kernel
+
+
 def test_instancenorm_relu(tmp_path):
     check_equal("instancenorm", tmp_path, [{}, {"channels": 3, "width": 5}], configs=LOOPED)
 

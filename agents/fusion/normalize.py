@@ -914,15 +914,65 @@ class _Normalizer:
         ):
             return None
         rank = len(x.shape)
+        count, runtime = g
+        if x.shape[1] % count:
+            return None  # torch refuses it
+        weight, bias = self.channel(b["weight"], rank), self.channel(b["bias"], rank)
+        if x.shape[1] // count * math.prod(x.shape[2:]) > GROUP_SPLIT_ELEMENTS:
+            return self.group_norm_split(n, x, count, runtime, b["eps"], weight, bias)
         return self.normalized(
-            n,
-            x,
-            tuple(range(1, rank)),
-            b["eps"],
-            self.channel(b["weight"], rank),
-            self.channel(b["bias"], rank),
-            groups=g,
+            n, x, tuple(range(1, rank)), b["eps"], weight, bias, groups=(count, runtime)
         )
+
+    def group_norm_split(self, n, x, count, runtime, eps, weight, bias) -> Node:
+        """Group norm over long groups: statistics as a split reduction, then one pointwise pass.
+
+        x (N, C, ...) is viewed as (1, N*G, L), each group's L = C/G*... elements contiguous: the
+        per-channel statistics template of batch norm with one channel per (sample, group), so
+        every SM takes part however few groups there are. mean and rstd (fp32, (N*G,) values)
+        are repeated per channel by torch into (N, C, 1, ...) tensors (N*C values) that the
+        normalising pointwise kernel reads like a bias. The row kernel would instead give each
+        group one program that loops over it twice.
+        """
+        dtype = self.dtype_of(n)
+        rank = len(x.shape)
+        groups = "{1}" if runtime is not None else str(count)
+        more = (runtime,) if runtime is not None else ()
+        view = self.make(
+            TORCH,
+            "view",
+            f"{x.name}_groups",
+            (x, *more),
+            (1, x.shape[0] * count, x.shape[1] // count * math.prod(x.shape[2:])),
+            x.dtype,
+            expr="{0}.reshape(1, {0}.shape[0] * " + groups + ", -1)",
+        )
+        f32 = torch.float32
+        mean = self.red("mean", view, (0, 2), True, f32)
+        var = self.red("var", view, (0, 2), True, f32, correction=0)
+        rstd = self.pw("rsqrt", self.pw("add", var, eps, dtype=f32), dtype=f32, base="rstd")
+        stat_groups = "{2}" if runtime is not None else str(count)
+
+        def per_channel(stat: Node, base: str) -> Node:
+            return self.make(
+                TORCH,
+                "view",
+                base,
+                (stat, x, *more),
+                (x.shape[0], x.shape[1]) + (1,) * (rank - 2),
+                f32,
+                expr="{0}.view({1}.shape[0], -1).repeat_interleave({1}.shape[1] // "
+                + stat_groups
+                + ", dim=1).view({1}.shape[:2] + (1,) * ({1}.dim() - 2))",
+            )
+
+        centered = self.pw("sub", x, per_channel(mean, "mean_c"), dtype=dtype, base="centered")
+        y = self.pw("mul", centered, per_channel(rstd, "rstd_c"), dtype=dtype, base="normed")
+        if weight is not None:
+            y = self.pw("mul", y, weight, dtype=dtype, base="scaled")
+        if bias is not None:
+            y = self.pw("add", y, bias, dtype=dtype, base=n.name)
+        return y
 
     def op_instance_norm(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
         x = b["input"]
@@ -1164,6 +1214,11 @@ def _dtype_source(x: Node) -> Node:
         x = x.args[0]
     return x
 
+
+# Group norm groups longer than this (the row kernel's default register block, ROW_MAX_BLOCK)
+# take the split path (`group_norm_split`): the row kernel would loop over each of them twice in
+# one program, with too few programs to fill the GPU.
+GROUP_SPLIT_ELEMENTS = 16384
 
 # Loss modules: (op, the attributes besides `reduction` that its op_ method reads).
 _LOSS_MODULES: dict[type, tuple[str, tuple[str, ...]]] = {
