@@ -799,18 +799,22 @@ class _Normalizer:
             expr=f"{{0}}.gather(1, {{1}}.masked_fill({{1}} == {ignore}, 0)[:, None])[:, 0]",
         )
         valid = self.pw("ne", t, ignore, dtype=torch.bool, base="valid")
-        loss = self.pw("sub", lse, picked, dtype=dtype, base="nll")
+        # Row losses summed later stay fp32 (torch accumulates them so): rounded to bf16 first,
+        # the mean's error is four times eager's.
+        row_dtype = dtype if reduction == "none" else torch.float32
+        loss = self.pw("sub", lse, picked, dtype=row_dtype, base="nll")
         base = n.name if reduction == "none" else "row_loss"
-        per_row = self.pw("where", valid, loss, 0.0, dtype=dtype, base=base)
+        per_row = self.pw("where", valid, loss, 0.0, dtype=row_dtype, base=base)
         if reduction == "none":
             return per_row
-        total = self.red("sum", per_row, (0,), False, dtype, shape=())
-        if reduction == "sum":
-            return total
-        # Counted in fp32 (exact to 2^24 rows), whatever the logits' dtype.
-        counted = self.pw("where", valid, 1.0, 0.0, dtype=torch.float32, base="counted")
-        count = self.red("sum", counted, (0,), False, torch.float32, shape=())
-        return self.pw("div", total, count, dtype=dtype, base=n.name)
+        total = self.red("sum", per_row, (0,), False, torch.float32, shape=())
+        if reduction == "mean":
+            # Counted in fp32 (exact to 2^24 rows), whatever the logits' dtype.
+            counted = self.pw("where", valid, 1.0, 0.0, dtype=torch.float32, base="counted")
+            count = self.red("sum", counted, (0,), False, torch.float32, shape=())
+            total = self.pw("div", total, count, dtype=torch.float32, base="mean")
+        # One rounding to the logits' dtype, at the end (a no-op for fp32).
+        return self.make(TORCH, "cast", n.name, (total, x), (), dtype, expr="{0}.to({1}.dtype)")
 
     def piecewise(self, d: Node, dtype: Any, base: str | None, knot: float, scale: float):
         """Smooth L1 (scale 1: quadratic part divided by the knot) and Huber (scale = knot)."""
