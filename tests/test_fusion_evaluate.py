@@ -37,3 +37,4 @@ def test_bf16_reductions_are_as_accurate_as_eager(name, shapes):
     config = EvalConfig(dtype="bf16", trials=3, shapes=shapes)
     verdict = evaluate(task_path(name), result.source, config)
     assert verdict.status == "ok", f"{verdict.status} {verdict.rule}: {verdict.message}"
+    assert any("fp32 -> bf16 conversions truncate" in note for note in verdict.notes)
