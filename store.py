@@ -382,7 +382,7 @@ class Store:
         conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        _enable_wal(conn)
+        enable_wal(conn)
         conn.execute("PRAGMA synchronous = FULL")
         conn.execute("PRAGMA foreign_keys = ON")
         self._local.conn, self._local.pid = conn, os.getpid()
@@ -839,14 +839,15 @@ def _best_kernel(row: sqlite3.Row) -> BestKernel:
     return BestKernel(**data)
 
 
-def _enable_wal(conn: sqlite3.Connection) -> None:
+def enable_wal(conn: sqlite3.Connection, timeout_s: float = BUSY_TIMEOUT_S) -> None:
     """Switch to WAL, retrying while another process holds the file.
 
     Switching a fresh database's journal mode needs an exclusive lock and SQLite answers
     "database is locked" at once, without its busy handler, when several processes open the
-    same new store together (seen: 7 of 15 rounds of six suite writers starting at once).
+    same new store together (seen: 7 of 15 rounds of six suite writers starting at once; the
+    LLM reply cache met it too, in CI).
     """
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     delay = 0.005
     while True:
         try:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import pydantic
 
 from ..sandbox.config import cache_dir
+from ..store import enable_wal
 
 if TYPE_CHECKING:
     import openai
@@ -712,7 +713,7 @@ class ResponseCache:
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=self.BUSY_TIMEOUT_MS / 1000)
             conn.execute(f"PRAGMA busy_timeout={self.BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode=WAL")
+            enable_wal(conn, self.BUSY_TIMEOUT_MS / 1000)  # not under the busy handler
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
