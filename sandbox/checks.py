@@ -1127,9 +1127,10 @@ class Guard:
         Walking out from the exec, the first frame that decides: candidate-written code (a file
         under a writable root, where the candidate's modules live, or code generated for it) makes
         it the candidate's; a module import (importlib's frames) makes it the imported module's
-        own, library code even when the candidate's call set off the import (a dataclass of a
-        lazily imported torch module: taken for the candidate's, it made every later frame under
-        it look like the candidate's). With neither, it is the candidate's only while candidate
+        own, library code even when the candidate's call set off the import (the methods of a
+        dataclass in a module first imported during a candidate's call: taken for the
+        candidate's, they made code generated under them later, by the evaluator's own calls,
+        the candidate's too). With neither, it is the candidate's only while candidate
         code runs. So a finalizer the candidate left behind (its __del__ runs with the guard off)
         that has torch generate code (torch.fx) still gets the candidate's code, and so does code
         generated under code generated for it. Task files do not count: torch.compile of the
