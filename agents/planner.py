@@ -83,6 +83,7 @@ def profile_of(base: Any, ctx: RunContext) -> dict[str, Any]:
         "limiter": roof.limiter if roof else None,
         "ops": [dataclasses.asdict(o) for o in getattr(base, "ops", ())],
         "ops_note": getattr(base, "ops_note", ""),
+        "setup_s": dict(getattr(base, "setup_s", {}) or {}),
         "environment": dataclasses.asdict(base.environment),
         "sizes": dict(ctx.task.sizes),
         "dtype": ctx.config.dtype,

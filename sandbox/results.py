@@ -311,6 +311,10 @@ class Baseline(_JsonRecord):
     ops_note: str = ""
     environment: Environment = field(default_factory=Environment)
     wall_s: float = 0.0
+    # Seconds per step: building the task's context in the worker (reference, other shape,
+    # work count, device ceilings, torch.compile; paid by whichever request built it first),
+    # then this request's op breakdown and timing.
+    setup_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "message", bounded(self.message))

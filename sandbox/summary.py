@@ -69,6 +69,9 @@ def format_baseline(b: Baseline, task_name: str = "") -> str:
         lines += _timing_lines(b.timings)
     if b.roofline is not None:
         lines.append("  " + _roofline_line(b.roofline, of="eager"))
+    if b.setup_s:
+        steps = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in b.setup_s.items())
+        lines.append(f"  setup (s): {steps}; wall {b.wall_s:.2f}")
     env = b.environment
     lines.append(f"  environment: {env.gpu or env.device}, torch {env.torch}, triton {env.triton}")
     return "\n".join(lines)

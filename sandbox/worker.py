@@ -94,6 +94,7 @@ class TaskContext:
     work: tuple[int, int] | None = None
     ceilings: Any = None
     notes: list[str] = field(default_factory=list)
+    setup_s: dict[str, float] = field(default_factory=dict)  # seconds per step of building it
 
 
 @dataclass
@@ -236,8 +237,11 @@ class Worker:
 
         dtype = DTYPES[config.dtype]
         seed = self.rng.randrange(2**31)
+        setup: dict[str, float] = {}
+        clock = _Stopwatch(setup)
         try:
-            main, out_a = self._shape(task, task.overrides, dtype, seed)
+            with clock("reference"):
+                main, out_a = self._shape(task, task.overrides, dtype, seed)
         except Exception as e:
             raise Verdict(
                 "runtime_error",
@@ -245,11 +249,13 @@ class Worker:
                 f"{_sizes_text(task.sizes)}: {_one_line(e)}",
                 rule="task",
             ) from e
-        fixed = self._inputs_ignore_seed(main)
-        degenerate = not fixed and self._is_degenerate(main, out_a)
+        with clock("input_checks"):
+            fixed = self._inputs_ignore_seed(main)
+            degenerate = not fixed and self._is_degenerate(main, out_a)
         variant, note = (None, "variant check disabled")
         if config.check_variant:
-            variant, note = self._variant(task, dtype, seed)
+            with clock("other_shape"):
+                variant, note = self._variant(task, dtype, seed)
         ctx = TaskContext(
             task=task,
             dtype=dtype,
@@ -257,6 +263,7 @@ class Worker:
             variant=variant,
             variant_note=note,
             degenerate=degenerate,
+            setup_s=setup,
         )
         if fixed:
             ctx.notes.append(
@@ -357,11 +364,13 @@ class Worker:
         from .task import build_inputs
 
         torch = self.torch
+        clock = _Stopwatch(ctx.setup_s)
         inputs = build_inputs(ctx.main.ns, ctx.dtype, self.device, seed + 3)
-        with torch.no_grad():
+        with clock("work_count"), torch.no_grad():
             out = ctx.main.ref(*inputs)
-        ctx.work = count_work(ctx.main.ref, inputs, out)
-        ctx.ceilings = measure_ceilings(self.device)
+            ctx.work = count_work(ctx.main.ref, inputs, out)
+        with clock("device_ceilings"):
+            ctx.ceilings = measure_ceilings(self.device)
         if config.compile_baseline and config.timing:
             try:
                 import torch._inductor.config as inductor_config
@@ -370,9 +379,10 @@ class Worker:
                 compiled = torch.compile(ctx.main.ref)
                 # The reference's Triton kernels are built (on this first call) into the
                 # evaluator's cache, not the candidates' (home/triton, which they can write).
-                with _environ("TRITON_CACHE_DIR", str(self.private / "triton")), torch.no_grad():
+                triton_cache = _environ("TRITON_CACHE_DIR", str(self.private / "triton"))
+                with clock("torch_compile"), triton_cache, torch.no_grad():
                     compiled(*inputs)
-                torch.cuda.synchronize()
+                    torch.cuda.synchronize()
                 ctx.compiled = compiled
             except Exception as e:  # a task torch.compile cannot handle
                 ctx.compiled_error = f"torch.compile failed on the reference: {_one_line(e)}"
@@ -438,7 +448,10 @@ class Worker:
         # included (torch 2.11 on CUDA turns matmul.fp32_precision from 'none' to 'ieee' there,
         # which the worker's start-up snapshot would otherwise count as a patch).
         self.snapshot = checks.integrity_snapshot()
-        ops, ops_note = self.op_breakdown(ctx)
+        setup = dict(ctx.setup_s)
+        clock = _Stopwatch(setup)
+        with clock("op_breakdown"):
+            ops, ops_note = self.op_breakdown(ctx)
         if not self.cuda:
             return Baseline(
                 status="ok",
@@ -447,9 +460,11 @@ class Worker:
                 ops_note=ops_note,
                 **base,
                 wall_s=time.monotonic() - started,
+                setup_s=_rounded(setup),
             )
         self.phase(request, "timing")
-        timings = Evaluation(self, ctx, config, request, self.evaluations).time(candidate=None)
+        with clock("timing"):
+            timings = Evaluation(self, ctx, config, request, self.evaluations).time(None)
         bytes_, flops = ctx.work
         rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
         rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)
@@ -461,6 +476,7 @@ class Worker:
             ops_note=ops_note,
             **base,
             wall_s=time.monotonic() - started,
+            setup_s=_rounded(setup),
         )
 
     def op_breakdown(self, ctx: TaskContext, calls: int = 3) -> tuple[tuple[OpTime, ...], str]:
@@ -561,19 +577,11 @@ class Evaluation:
         self.prev_outputs: collections.deque = collections.deque(maxlen=3)
         self.base_threads = checks.python_threads()
         self.phases: dict[str, float] = {}
+        self.step = _Stopwatch(self.phases)  # `with self.step("trials"):` times the block
         self.timed_edge_cases = 0  # timed outputs past allclose but within float64 precision
         self.edge_elements = 0  # the most elements of a checked output rescued that way
 
     # -- the sequence --------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def step(self, name: str):
-        """Adds the wall time of the block to phases[name]."""
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.phases[name] = self.phases.get(name, 0.0) + time.monotonic() - started
 
     def run(self, base: dict[str, Any]) -> EvalResult:
         limit_cpu_seconds(self.config.cpu_time_s)
@@ -1369,6 +1377,25 @@ def install_guard(home: Path, private: Path, also_trusted: Iterable[str] = ()) -
         trusted_code=[str(private), *also_trusted],
     )
     return guard
+
+
+class _Stopwatch:
+    """`with clock("step"):` adds the block's wall time to times["step"]."""
+
+    def __init__(self, times: dict[str, float]):
+        self.times = times
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.times[name] = self.times.get(name, 0.0) + time.monotonic() - started
+
+
+def _rounded(times: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in times.items()}
 
 
 @contextlib.contextmanager

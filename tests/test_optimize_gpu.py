@@ -67,5 +67,8 @@ def test_offline_run_on_the_gpu(tmp_path, monkeypatch):
     assert cli.main([*args, "--shape", "batch_size=4096", "--shape", "dim=4096"]) == 0
     run, run_dir = _run(out)
     assert run["profile"]["timing_meaningful"] and run["profile"]["eager_ms"] > 0
+    # The task's set-up, step by step: on a GPU torch.compile and the timing are among them.
+    steps = run["profile"]["setup_s"]
+    assert {"reference", "work_count", "device_ceilings", "torch_compile", "timing"} <= set(steps)
     assert run["stop_reason"] in ("exhausted", "roofline", "no-candidate")
     _check_best(run, run_dir)

@@ -13,6 +13,7 @@ import pytest
 
 from kernelwright.sandbox import EvalConfig, EvalPool
 from kernelwright.sandbox.isolation import worker_env
+from kernelwright.sandbox.summary import format_baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "tests" / "tasks" / "gelu.py"
@@ -133,6 +134,11 @@ def test_baseline_on_cpu_says_times_are_not_meaningful(pool):
     # The per-op profile the planner reads: the task is one GELU.
     assert b.ops and b.ops[0].name == "aten::gelu" and b.ops[0].calls == 1
     assert abs(sum(o.share for o in b.ops) - 1.0) < 1e-6
+    # Where the set-up time goes, step by step (on a GPU also work count, ceilings, torch.compile
+    # and timing), and the summary line that shows it.
+    assert {"reference", "input_checks", "op_breakdown"} <= set(b.setup_s)
+    assert all(v >= 0 for v in b.setup_s.values())
+    assert "setup (s): reference " in format_baseline(b)
 
 
 def test_worker_environment_keeps_no_secrets(tmp_path):
