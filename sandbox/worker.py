@@ -1379,6 +1379,15 @@ def install_guard(home: Path, private: Path, also_trusted: Iterable[str] = ()) -
     return guard
 
 
+def _drop_from_import_path(home: Path) -> None:
+    """`python -m` puts the working directory, the candidate's home, first on sys.path: a module
+    the candidate wrote there would shadow any module the evaluator imports later (torch.compile
+    of the next task, the profiler) and run as the evaluator's code. The candidate's own module
+    is loaded by path and needs no entry."""
+    real = os.path.realpath(home)
+    sys.path[:] = [p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != real]
+
+
 class _Stopwatch:
     """`with clock("step"):` adds the block's wall time to times["step"]."""
 
@@ -1478,6 +1487,7 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(args.result_fd, False)  # Triton's compiler subprocesses must not get it
     out = os.fdopen(args.result_fd, "w", buffering=1)
     home = Path(args.home)
+    _drop_from_import_path(home)
     os.chdir(home)
     worker = Worker(args.device, home, Path(args.private), out, layers, args.gpu_memory_fraction)
     worker.serve(sys.stdin)

@@ -123,6 +123,36 @@ def test_host_memory_cap_kills_the_worker(pool):
     assert pool.submit(TASK, GOOD, FAST).result().status == "ok"
 
 
+# A reference that imports a module lazily, as torch.compile or the profiler do: it must never
+# find one the candidate wrote into its working directory (with it, the output would be zero).
+LAZY_IMPORT_TASK = TASK.read_text().replace(
+    '        return torch.nn.functional.gelu(x, approximate="tanh")',
+    "        try:\n"
+    "            import kw_planted_probe  # noqa: F401\n"
+    "        except ImportError:\n"
+    '            return torch.nn.functional.gelu(x, approximate="tanh")\n'
+    "        return x * 0.0",
+)
+PLANTER = GOOD.replace(
+    "        super().__init__()\n",
+    "        super().__init__()\n"
+    '        with open("kw_planted_probe.py", "w") as f:  # its cwd: a write the sandbox allows\n'
+    '            f.write("PLANTED = True\\n")\n',
+    1,
+)
+
+
+def test_a_module_planted_in_the_home_is_never_imported(pool, tmp_path):
+    """`python -m` puts the cwd (the candidate's home) first on sys.path; the worker drops it, so
+    a module the candidate writes there cannot shadow one the evaluator imports later."""
+    task = tmp_path / "lazy_import.py"
+    task.write_text(LAZY_IMPORT_TASK)
+    assert PLANTER != GOOD and TASK.read_text() != LAZY_IMPORT_TASK
+    config = FAST.replace(unsafe_skip_static_checks=True)  # open() is refused statically
+    result = pool.submit(task, PLANTER, config).result()
+    assert result.status == "ok", result.summary()
+
+
 def test_describe_reports_the_environment(pool):
     env = pool.describe()
     assert env.torch and env.triton and env.device == "cpu"
