@@ -1817,6 +1817,9 @@ def _state_readers() -> dict[str, Callable[[], object]]:
             )
     readers["torch function modes"] = lambda: torch._C._len_torch_function_stack()
     readers["torch dispatch modes"] = lambda: torch._C._len_torch_dispatch_stack()
+    # A directory put first on the import path makes the evaluator's next import of a module
+    # load a file from there (the worker drops its cwd, the candidate's home, at start).
+    readers["sys.path"] = lambda: tuple(sys.path)
     readers["sys.gettrace()"] = sys.gettrace
     readers["sys.getprofile()"] = sys.getprofile
     readers["the sandbox guard"] = lambda: _GUARD

@@ -1365,6 +1365,13 @@ def test_patched_function_is_a_monkeypatch(monkeypatch, owner, name):
     assert ("monkeypatch", f"{owner}.{name} (replaced)") in diff
 
 
+def test_a_changed_import_path_is_a_monkeypatch(monkeypatch, tmp_path):
+    before = checks.integrity_snapshot()
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    diff = checks.integrity_diff(before, checks.integrity_snapshot())
+    assert [rule for rule, what in diff if what.startswith("sys.path")] == ["monkeypatch"]
+
+
 def test_restore_puts_patched_functions_back():
     import builtins
 
