@@ -218,7 +218,10 @@ def test_kill_during_round_two_then_resume(tmp_path, fake_openai):
         checkpoint = run_dir / "checkpoint.sqlite"
 
         def round2(name: str) -> list[dict]:
-            return [e for e in events(run_dir, name) if e.get("round") == 2]
+            try:  # the run dir appears before its events file, and a line may be half written
+                return [e for e in events(run_dir, name) if e.get("round") == 2]
+            except (FileNotFoundError, json.JSONDecodeError):
+                return []
 
         _wait_for(lambda: round2("candidate.evaluating"), 240, "round 2 to start evaluating")
         before = _count_rows(checkpoint, "candidates")
