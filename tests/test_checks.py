@@ -1466,3 +1466,76 @@ def test_guard_rule_names_are_documented():
         checks.GUARD_RULES
     )
     assert "sandbox-introspection" in checks.GUARD_RULES
+
+
+REAL_CANDIDATES_HARNESS = """
+import importlib.util, json, os, sys
+from pathlib import Path
+
+import torch
+
+from kernelwright.agents.fusion import generate
+from kernelwright.sandbox.task import build_inputs, build_reference, load_task, task_namespace
+from kernelwright.sandbox.worker import install_guard
+
+home, private = Path(os.environ["KW_HOME"]), Path(os.environ["KW_PRIVATE"])
+tasks = json.loads(os.environ["KW_TASKS"])
+sources = {t: generate(t).source for t in tasks}  # before the guard: the codegen is ours
+guard = install_guard(home, private)
+for i, (path, shapes) in enumerate(tasks.items()):
+    ns = task_namespace(load_task(path), shapes)
+    ref = build_reference(ns, torch.float32, torch.device("cpu"), seed=1)
+    (home / f"cand{i}.py").write_text(sources[path])
+    spec = importlib.util.spec_from_file_location(f"cand{i}", home / f"cand{i}.py")
+    module = importlib.util.module_from_spec(spec)
+    with guard.active():
+        spec.loader.exec_module(module)
+        model = module.ModelNew(*ns["get_init_inputs"]())
+    model.load_state_dict(ref.state_dict(), strict=False)
+    for seed in range(2):
+        inputs = build_inputs(ns, torch.float32, torch.device("cpu"), seed)
+        with guard.active(), torch.no_grad():
+            model(*inputs)
+print(json.dumps({
+    "violations": [v.message for v in guard.violations],
+    "candidate_generated": sorted(
+        {f"{c.co_filename}:{c.co_name}" for c in guard._candidate_generated.values()}
+    ),
+}))
+"""
+
+
+def test_library_code_generated_during_real_candidates_is_not_the_candidates(tmp_path):
+    """Two of the fusion codegen's candidates run under the guard (the Triton interpreter here).
+
+    With every exec during a candidate's call counted as the candidate's, the methods of
+    dataclasses in modules first imported then (`__init__`, `__eq__`, `__setattr__`...) were
+    registered as candidate code (this test fails so on b60ce66); on the H200 the evaluator's own
+    later calls ran through such frames, and torch's guard code generated under them was refused
+    as introspection.
+    """
+    home, private = tmp_path / "home", tmp_path / "evaluator"
+    home.mkdir()
+    private.mkdir()
+    root = Path(__file__).resolve().parents[1] / "benchmarks" / "level1"
+    tasks = {
+        str(root / "35_frobenius_normalize.py"): {
+            "batch_size": 2,
+            "channels": 4,
+            "height": 8,
+            "width": 8,
+        },
+        str(root / "31_prod_rows.py"): {"batch_size": 4, "dim": 64},
+    }
+    (tmp_path / "run.py").write_text(REAL_CANDIDATES_HARNESS)
+    env = dict(
+        os.environ,
+        KW_HOME=str(home),
+        KW_PRIVATE=str(private),
+        KW_TASKS=json.dumps(tasks),
+        TRITON_INTERPRET="1",
+        CUDA_VISIBLE_DEVICES="",
+    )
+    report = run_json(tmp_path / "run.py", env, timeout=300)
+    assert report["violations"] == []
+    assert report["candidate_generated"] == []
