@@ -799,8 +799,8 @@ class _Normalizer:
             expr=f"{{0}}.gather(1, {{1}}.masked_fill({{1}} == {ignore}, 0)[:, None])[:, 0]",
         )
         valid = self.pw("ne", t, ignore, dtype=torch.bool, base="valid")
-        # Row losses summed later stay fp32 (torch accumulates them so): rounded to bf16 first,
-        # the mean's error is four times eager's.
+        # Row losses summed later stay fp32, as torch accumulates them (rounded to bf16 first, the
+        # mean's error was four times eager's under the interpreter, whose bf16 stores truncate).
         row_dtype = dtype if reduction == "none" else torch.float32
         loss = self.pw("sub", lse, picked, dtype=row_dtype, base="nll")
         base = n.name if reduction == "none" else "row_loss"
