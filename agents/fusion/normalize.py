@@ -659,12 +659,14 @@ class _Normalizer:
         x = b["input"]
         if not isinstance(x, Node) or not x.shape or not x.is_float:
             return None
-        dims = self.dims(x, b["dim"])
-        dtype = self.dtype_of(n)
+        return self.lse(x, self.dims(x, b["dim"]), b["keepdim"], self.dtype_of(n), n.name)
+
+    def lse(self, x: Node, dims, keepdim: bool, dtype: Any, base: str) -> Node:
+        """log(sum(exp(x))) over `dims`, as max + log(sum(exp(x - max))): two row reductions."""
         m = self.red("amax", x, dims, True, dtype)
         s = self.red("sumexp", x, dims, True, dtype, m)
-        out = self.pw("add", m, self.pw("log", s, dtype=dtype), dtype=dtype, base=n.name)
-        return out if b["keepdim"] else self.reshape(out, reduced_shape(x.shape, dims, False))
+        out = self.pw("add", m, self.pw("log", s, dtype=dtype), dtype=dtype, base=base)
+        return out if keepdim else self.reshape(out, reduced_shape(x.shape, dims, False))
 
     def reshape(self, x: Node, shape: tuple[int, ...]) -> Node:
         """Same elements, another shape: only used on reduced values (a free relabelling)."""
@@ -783,12 +785,7 @@ class _Normalizer:
         if reduction not in ("mean", "sum", "none"):
             return None
         dtype = self.dtype_of(n)
-        m = self.red("amax", x, (1,), True, dtype)
-        s = self.red("sumexp", x, (1,), True, dtype, m)
-        lse = self.reshape(
-            self.pw("add", m, self.pw("log", s, dtype=dtype), dtype=dtype, base="lse"),
-            (x.shape[0],),
-        )
+        lse = self.lse(x, (1,), False, dtype, "lse")
         picked = self.make(
             TORCH,
             "gather",
@@ -846,8 +843,15 @@ class _Normalizer:
             base="rstd",
             shape=var.shape,
         )
-        centered = self.pw("sub", x, mean, dtype=dtype, base="centered", shape=x.shape)
-        y = self.pw("mul", centered, rstd, dtype=dtype, base="normed", shape=x.shape)
+        # (N, G) group statistics do not broadcast over x by shape: the row kernel places them.
+        return self.scale_shift(n, x, mean, rstd, weight, bias, dtype, shape=x.shape)
+
+    def scale_shift(self, n, x, mean, rstd, weight, bias, dtype, shape=None) -> Node:
+        """(x - mean) * rstd [* weight] [+ bias], the last named for `n`: every normalisation's
+        tail. `shape`: the centred and normalised values' shape where the broadcast cannot tell."""
+        size = {} if shape is None else {"shape": shape}
+        centered = self.pw("sub", x, mean, dtype=dtype, base="centered", **size)
+        y = self.pw("mul", centered, rstd, dtype=dtype, base="normed", **size)
         if weight is not None:
             y = self.pw("mul", y, weight, dtype=dtype, base="scaled")
         if bias is not None:
@@ -970,13 +974,8 @@ class _Normalizer:
                 + ", dim=1).view({1}.shape[:2] + (1,) * ({1}.dim() - 2))",
             )
 
-        centered = self.pw("sub", x, per_channel(mean, "mean_c"), dtype=dtype, base="centered")
-        y = self.pw("mul", centered, per_channel(rstd, "rstd_c"), dtype=dtype, base="normed")
-        if weight is not None:
-            y = self.pw("mul", y, weight, dtype=dtype, base="scaled")
-        if bias is not None:
-            y = self.pw("add", y, bias, dtype=dtype, base=n.name)
-        return y
+        mean_c, rstd_c = per_channel(mean, "mean_c"), per_channel(rstd, "rstd_c")
+        return self.scale_shift(n, x, mean_c, rstd_c, weight, bias, dtype)
 
     def op_instance_norm(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
         x = b["input"]
@@ -1021,18 +1020,7 @@ class _Normalizer:
                     return None
                 rm_c, rv_c = self.channel(rm, rank), self.channel(rv, rank)
                 self.running_update(x, dims, rm_c, rv_c, mean, b["momentum"], dtype)
-        y = self.pw(
-            "mul",
-            self.pw("sub", x, mean, dtype=dtype, base="centered"),
-            rstd,
-            dtype=dtype,
-            base="normed",
-        )
-        if w is not None:
-            y = self.pw("mul", y, w, dtype=dtype, base="scaled")
-        if bias is not None:
-            y = self.pw("add", y, bias, dtype=dtype, base=n.name)
-        return y
+        return self.scale_shift(n, x, mean, rstd, w, bias, dtype)
 
     def running_update(self, x, dims, rm, rv, mean, momentum, dtype) -> None:
         """running = (1 - momentum) * running + momentum * batch stat (unbiased var), in place."""
