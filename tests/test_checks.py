@@ -971,7 +971,23 @@ def caller_name():
     return sys._getframe(1).f_code.co_name
 """
 
-PATH_INSTALL_HARNESS = """
+# The harnesses below share it: the rules a call breaks, with the guard on or off.
+HARNESS_RULES = """
+def rules(fn, active=False):
+    guard.reset()
+    try:
+        if active:
+            with guard.active():
+                fn()
+        else:
+            fn()
+    except PermissionError:
+        pass
+    return [v.rule for v in guard.violations]
+"""
+
+PATH_INSTALL_HARNESS = (
+    """
 import importlib, importlib.util, json, os, sys
 
 from kernelwright.sandbox.checks import Guard
@@ -987,15 +1003,9 @@ cand = importlib.util.module_from_spec(spec)
 with guard.active():
     spec.loader.exec_module(cand)  # the guard is armed from here on
 
-
-def rules(fn):
-    guard.reset()
-    try:
-        fn()
-    except PermissionError:
-        pass
-    return [v.rule for v in guard.violations]
-
+"""
+    + HARNESS_RULES
+    + """
 
 print(json.dumps({
     "early": rules(early.caller_name),
@@ -1004,6 +1014,7 @@ print(json.dumps({
     "candidate": rules(cand.caller_name),
 }))
 """
+)
 
 
 def test_guard_trusts_dependencies_installed_outside_site_packages(tmp_path):
@@ -1077,7 +1088,8 @@ def leave():
     return Leftover()
 """
 
-GENERATED_HARNESS = """
+GENERATED_HARNESS = (
+    """
 import importlib.util, json, os, sys
 
 from kernelwright.sandbox.checks import Guard
@@ -1096,19 +1108,9 @@ with guard.active():
     left = cand.leave()
 del left  # its finalizer has code generated while no candidate code is active
 
-
-def rules(fn, active=False):
-    guard.reset()
-    try:
-        if active:
-            with guard.active():
-                fn()
-        else:
-            fn()
-    except PermissionError:
-        pass
-    return [v.rule for v in guard.violations]
-
+"""
+    + HARNESS_RULES
+    + """
 
 print(json.dumps({
     "evaluator_eval": rules(lambda: generated_helper.evaluate("target.__code__")),
@@ -1120,6 +1122,7 @@ print(json.dumps({
     "generated_in_a_finalizer": rules(cand.LATE[0]),
 }))
 """
+)
 
 
 def test_generated_code_is_judged_by_who_had_it_generated(tmp_path):
@@ -1164,7 +1167,8 @@ def test_guard_trace_writes_each_denials_stack(tmp_path):
     assert f"{harness / 'generated_helper.py'}:7 evaluate [trusted]" in text
 
 
-STACKED_GENERATED_HARNESS = """
+STACKED_GENERATED_HARNESS = (
+    """
 import importlib.util, json, os, sys
 
 HOME, HERE = os.environ["KW_HOME"], os.path.dirname(os.path.abspath(__file__))
@@ -1183,15 +1187,9 @@ with guard.active():
     spec.loader.exec_module(cand)  # armed from here on
     lazy = cand.touch()  # a library module imported while candidate code runs
 
-
-def rules(fn):
-    guard.reset()
-    try:
-        fn()
-    except PermissionError:
-        pass
-    return [v.rule for v in guard.violations]
-
+"""
+    + HARNESS_RULES
+    + """
 
 def generate_then_eval():
     for i in range(6000):  # torch.compile on a GPU generates thousands of functions
@@ -1213,6 +1211,7 @@ print(json.dumps({
     ),
 }))
 """
+)
 
 
 def test_evaluator_code_generated_under_generated_frames_stays_the_evaluators(tmp_path):
@@ -1256,7 +1255,8 @@ exec("def peek():\\n    return target.__code__\\n", namespace)
 peek = namespace["peek"]
 """
 
-WORKER_LAYOUT_HARNESS = """
+WORKER_LAYOUT_HARNESS = (
+    """
 import importlib.util, json, os, sys
 from pathlib import Path
 
@@ -1277,16 +1277,9 @@ def load(name, path):
     spec.loader.exec_module(module)
     return module
 
-
-def rules(fn):
-    guard.reset()
-    try:
-        with guard.active():
-            fn()
-    except PermissionError:
-        pass
-    return [v.rule for v in guard.violations]
-
+"""
+    + HARNESS_RULES
+    + """
 
 with guard.active():
     load("cand", home / "cand.py")  # a first candidate has armed the guard
@@ -1297,10 +1290,15 @@ except PermissionError:
     pass
 print(json.dumps({
     "baseline": [v.rule for v in guard.violations],
-    "candidate_reads_cache": rules(lambda: open(inductor / "compiled_ref.py").read()),
-    "candidate_writes_cache": rules(lambda: open(inductor / "planted.py", "w").write("x = 1")),
+    "candidate_reads_cache": rules(
+        lambda: open(inductor / "compiled_ref.py").read(), active=True
+    ),
+    "candidate_writes_cache": rules(
+        lambda: open(inductor / "planted.py", "w").write("x = 1"), active=True
+    ),
 }))
 """
+)
 
 
 def test_the_reference_compiled_after_a_candidate_is_the_evaluators(tmp_path):
