@@ -925,28 +925,26 @@ def suite_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     baseline (KernelBench's definition, strict >); geometric means over correct, timed tasks.
     """
     rows = [_normal_row(r) for r in rows]
-    correct = [r for r in rows if r["correct"]]
     levels: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         if "/" in r["task"]:  # KernelBench's layout: "level1/01_relu"
             levels.setdefault(r["task"].split("/", 1)[0], []).append(r)
+    whole = _level_summary(rows)  # tasks, correct and geometric means, as for each level
     return {
         "levels": {name: _level_summary(group) for name, group in sorted(levels.items())},
-        "tasks": len(rows),
-        "correct": len(correct),
-        "correctness_rate": len(correct) / len(rows) if rows else None,
+        **whole,
+        "correctness_rate": whole["correct"] / len(rows) if rows else None,
         "fast_p": {
             baseline: {_p_label(p): _fast_p(rows, key, p) for p in FAST_P_THRESHOLDS}
             for baseline, key in (("eager", "speedup_eager"), ("compiled", "speedup_compiled"))
         },
-        "geomean_speedup_eager": _geomean(r["speedup_eager"] for r in correct),
-        "geomean_speedup_compiled": _geomean(r["speedup_compiled"] for r in correct),
-        "timed": sum(r["speedup_eager"] is not None for r in correct),
+        "timed": sum(r["correct"] and r["speedup_eager"] is not None for r in rows),
     }
 
 
 def _level_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per level (KernelBench reports its levels apart): counts and geometric means."""
+    """Counts and geometric means of a set of rows: the whole suite, or one level (KernelBench
+    reports its levels apart)."""
     correct = [r for r in rows if r["correct"]]
     return {
         "tasks": len(rows),
