@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import checks, launches
+from . import checks, launches, tritoncompat
 from .config import EvalConfig
 from .isolation import isolate_network, lift_cpu_limit, limit_cpu_seconds, set_limits
 from .results import (
@@ -135,6 +135,7 @@ class Worker:
         # look like a candidate's patch.
         import torch._dynamo
 
+        tritoncompat.fix_interpreter_index()
         launches.install()
         self._warm_up_triton()
         self.guard = install_guard(home, private)

@@ -1474,8 +1474,10 @@ import torch
 
 from kernelwright.agents.fusion import generate
 from kernelwright.sandbox.task import build_inputs, build_reference, load_task, task_namespace
+from kernelwright.sandbox.tritoncompat import fix_interpreter_index
 from kernelwright.sandbox.worker import install_guard
 
+fix_interpreter_index()  # as the worker does (triton 3.6's interpreter with NumPy 2.4)
 home, private = Path(os.environ["KW_HOME"]), Path(os.environ["KW_PRIVATE"])
 tasks = json.loads(os.environ["KW_TASKS"])
 sources = {t: generate(t).source for t in tasks}  # before the guard: the codegen is ours
