@@ -80,9 +80,14 @@ class RunProgress:
             view.cached = bool(event.get("cached"))
             if kind == "candidate.evaluated" and view.status == "ok":
                 self.verified += 1
-                speedup = event.get("speedup_eager")
-                if speedup is not None and (self.best_speedup or 0.0) < speedup:
-                    self.best_speedup = speedup
+                self._best(event.get("speedup_eager"))
+        elif kind == "candidate.tuned" and "summary" in event:  # the sweep's variant now stands
+            view.summary = event["summary"]
+            self._best(event.get("speedup_eager"))
+
+    def _best(self, speedup: float | None) -> None:
+        if speedup is not None and (self.best_speedup or 0.0) < speedup:
+            self.best_speedup = speedup
 
     def best_text(self) -> str:
         if self.best_speedup is not None:

@@ -151,6 +151,12 @@ def format_event(event: dict[str, Any]) -> str | None:
         return f"{tag} plan ({event.get('source')}): {event.get('summary', '')}"
     if kind == "candidate.evaluated":
         return f"{tag} cand {event['index']}: {event.get('summary', '')}"
+    if kind == "candidate.tuned":
+        if "summary" not in event:
+            trials = event.get("trials", 0)
+            return f"{tag} cand {event['index']}: kept over the sweep's {trials} variants"
+        changed = ", ".join(f"{k}={v}" for k, v in event.get("changed", {}).items())
+        return f"{tag} cand {event['index']} tuned ({changed}): {event['summary']}"
     if kind == "candidate.skipped":
         return f"{tag} cand {event['index']}: {event.get('status')} ({event.get('summary', '')})"
     if kind == "llm.fallback":
@@ -160,7 +166,10 @@ def format_event(event: dict[str, Any]) -> str | None:
     if kind == "stop":
         return f"stop: {event.get('reason')} ({event.get('detail', '')})"
     if kind == "finalize":
-        return f"best: {event.get('best') or 'none (the reference stays)'}"
+        if not event.get("best"):
+            return "best: none (the reference stays)"
+        summary = f" ({event['summary']})" if event.get("summary") else ""
+        return f"best: {event['best']}{summary}"
     return None
 
 
@@ -252,7 +261,12 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         candidates=candidate_rows(candidates),
         elapsed_s=round(state.get("elapsed_s", 0.0), 3),
     )
-    rd.event("finalize", best=best.key if best else None, stop_reason=state.get("stop_reason"))
+    rd.event(
+        "finalize",
+        best=best.key if best else None,
+        summary=best.summary if best else None,
+        stop_reason=state.get("stop_reason"),
+    )
     report_error = write_report(rd)
     if report_error:
         rd.update_run(report_error=report_error)

@@ -198,15 +198,29 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
     if (skip := should_sweep(ctx, source, result)) is None:
         best_src, best_res, trials = sweep(ctx, source, result, ctx.config.tune_limit)
         rd.write_candidate_file(cand.round, cand.index, "sweep.json", _sweep_json(trials))
+        improved: dict[str, Any] = {}
         if best_src != source:
             tuned_source, result = best_src, best_res
             tuned = {t.name: t.value for t in tunables(best_src)}
+            seed = {t.name: t.value for t in tunables(source)}
             rd.write_candidate_file(cand.round, cand.index, "tuned.py", best_src)
             rd.write_candidate_file(
                 cand.round, cand.index, "tuned_result.json", best_res.to_json(indent=2) + "\n"
             )
+            # The progress line and the live view show the verdict that now stands for this
+            # candidate: without it the log's last figure is the seed's, the report's the sweep's.
+            improved = {
+                "changed": {k: v for k, v in tuned.items() if seed.get(k) != v},
+                "summary": result.summary(),
+                "speedup_eager": result.speedup_eager,
+            }
         rd.event(
-            "candidate.tuned", round=cand.round, index=cand.index, trials=len(trials), chose=tuned
+            "candidate.tuned",
+            round=cand.round,
+            index=cand.index,
+            trials=len(trials),
+            chose=tuned,
+            **improved,
         )
     elif result.ok:
         rd.event("candidate.tune_skipped", round=cand.round, index=cand.index, why=skip)

@@ -14,6 +14,8 @@ from kernelwright.agents import coder as coder_mod
 from kernelwright.agents.config import RunConfig, parse_duration, resolve_config
 from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
 from kernelwright.agents.llm import UsageLedger
+from kernelwright.agents.progress import RunProgress
+from kernelwright.agents.rundir import format_event
 from kernelwright.agents.state import (
     AgentUsage,
     Candidate,
@@ -151,6 +153,47 @@ def test_tester_skips_the_sweep_when_times_mean_nothing(tmp_path) -> None:
     assert (ctx.rundir.candidate_dir(1, 1) / "result.json").is_file()
     skipped = [e for e in ctx.rundir.events() if e["event"] == "candidate.tune_skipped"]
     assert "not meaningful" in skipped[0]["why"]
+
+
+def test_the_sweeps_verdict_is_what_the_progress_lines_show(tmp_path) -> None:
+    """The run log printed the seed's 2.39x while run.json and the suite table said the tuned
+    2.66x (level1/40 on the H200): the tuned event now carries the verdict that stands."""
+    pool = FakePool(lambda src: ok_result(median_ms=_block_time(src), eager_ms=2.0))
+    ctx = make_context(tmp_path, pool, interpreter=False)
+    seed = with_values(GELU, {"BLOCK_SIZE": 1024, "NUM_WARPS": 4})
+    cand = evaluate_candidate(ctx, Candidate(round=1, index=1, source=seed))
+    assert cand.tuned == {"BLOCK_SIZE": 2048, "NUM_WARPS": 8}
+    event = next(e for e in ctx.rundir.events() if e["event"] == "candidate.tuned")
+    assert event["changed"] == {"BLOCK_SIZE": 2048, "NUM_WARPS": 8}
+    assert event["speedup_eager"] == pytest.approx(2.0 / 0.45) and event["summary"] == cand.summary
+    assert (
+        format_event(event)
+        == f"round 1 cand 1 tuned (BLOCK_SIZE=2048, NUM_WARPS=8): {cand.summary}"
+    )
+    progress = RunProgress()
+    for e in ctx.rundir.events():
+        progress.update(e)
+    assert progress.best_speedup == pytest.approx(2.0 / 0.45)
+    assert progress.candidates[(1, 1)].summary == cand.summary
+
+
+def test_the_final_line_names_the_best_and_its_verdict() -> None:
+    line = format_event({"event": "finalize", "best": "round_01/cand_1", "summary": "ok, 2.66x"})
+    assert line == "best: round_01/cand_1 (ok, 2.66x)"
+    assert format_event({"event": "finalize", "best": None}) == "best: none (the reference stays)"
+
+
+def test_a_sweep_that_finds_nothing_faster_says_so(tmp_path) -> None:
+    pool = FakePool(lambda src: ok_result(median_ms=_block_time(src), eager_ms=2.0))
+    ctx = make_context(tmp_path, pool, interpreter=False)
+    seed = with_values(GELU, {"BLOCK_SIZE": 2048, "NUM_WARPS": 8})
+    cand = evaluate_candidate(ctx, Candidate(round=1, index=1, source=seed))
+    assert cand.tuned_source is None
+    event = next(e for e in ctx.rundir.events() if e["event"] == "candidate.tuned")
+    assert "summary" not in event
+    assert (
+        format_event(event) == f"round 1 cand 1: kept over the sweep's {event['trials']} variants"
+    )
 
 
 # -- the critic's rules ---------------------------------------------------------------------------
