@@ -17,6 +17,7 @@ from .kernel_matmul import write_matmul
 from .kernel_pointwise import write_pointwise
 from .kernel_row import write_row
 from .kernel_split import write_split
+from .layout import in_memory_order
 from .normalize import normalize
 from .partition import MATMUL, POINTWISE, ROW, SPLIT, Group, partition
 from .pyforward import ForwardWriter, forward_args, init_source
@@ -163,12 +164,12 @@ def _emit(g: Group, dtype: str, titles: set[str]) -> Emitted:
     while title in titles:
         title, i = f"{base}_{i}", i + 1
     titles.add(title)
-    return WRITERS[g.kind](GroupWriter(g, title, dtype))
+    return WRITERS[g.kind](GroupWriter(in_memory_order(g), title, dtype))
 
 
 def _structure(g: Group, dtype: str) -> str:
     """The group's code under a fixed name: equal for the same group in train and eval mode."""
-    e = WRITERS[g.kind](GroupWriter(g, "group", dtype))
+    e = WRITERS[g.kind](GroupWriter(in_memory_order(g), "group", dtype))
     outs = ",".join(o.name for o in e.outputs)
     return outs + "\n" + "\n".join("\n".join(b) for b in e.blocks)
 

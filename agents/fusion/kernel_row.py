@@ -52,6 +52,7 @@ class RowWriter:
         self.setup: list[str] = []
         self.index_args: list[str] = []
         self.loads: dict[tuple[int, str], tuple[str, str]] = {}
+        self.store_offs = "offs" if w.g.layout is None else "out_offs"
 
     # -- classification --------------------------------------------------------------------------
 
@@ -224,6 +225,10 @@ class RowWriter:
     def describe(self) -> str:
         if self.groups is not None:
             return f"group statistics over {self.groups} groups"
+        layout = self.g.layout
+        if layout is not None:  # in the task's terms: the logical dims, then the stored order
+            dims = ", ".join(str(layout[d]) for d in self.dims)
+            return f"reduce dim(s) {dims} of a rank-{self.rank} tensor stored in order {layout}"
         dims = ", ".join(str(d) for d in self.dims)
         return f"reduce dim(s) {dims} of a rank-{self.rank} tensor"
 
@@ -256,7 +261,7 @@ class RowWriter:
                 lines.append(f"    {line}")
         return lines
 
-    def tile_setup(self, start: str, indent: str) -> list[str]:
+    def tile_setup(self, start: str, indent: str, stores: bool = True) -> list[str]:
         r = f"{start} + tl.arange(0, BLOCK_R)" if start != "0" else "tl.arange(0, BLOCK_R)"
         if self.inner1:
             offs = "row_start[:, None] + r_idx[None, :]"
@@ -264,12 +269,18 @@ class RowWriter:
         else:
             offs = "row_start[None, :] + r_idx[:, None] * n_inner"
             mask = "r_mask[:, None] & red_mask[None, :]"
-        return [
+        lines = [
             f"{indent}r_idx = {r}",
             f"{indent}r_mask = r_idx < n_red",
             f"{indent}offs = {offs}",
             f"{indent}mask = {mask}",
         ]
+        if stores and self.g.layout is not None:  # outputs in the logical layout: reduced dim last
+            lines.append(
+                f"{indent}out_offs = outer * n_red * n_inner + inner[None, :] * n_red"
+                " + r_idx[:, None]"
+            )
+        return lines
 
     def tile_loads(self, needed: set[int], indent: str) -> list[str]:
         lines = []
@@ -287,7 +298,7 @@ class RowWriter:
     # -- one pass --------------------------------------------------------------------------------
 
     def one_pass(self, full_outs, red_outs, stores, ind: str) -> list[str]:
-        lines = self.tile_setup("0", ind)
+        lines = self.tile_setup("0", ind, stores=bool(full_outs))
         needed = {id(a) for n in self.g.nodes for a in n.tensor_args()}
         lines += self.tile_loads(needed, ind)
         for n in self.g.nodes:
@@ -303,7 +314,7 @@ class RowWriter:
             else:
                 lines += self.reduce_one(n, ind)
         for o in full_outs:
-            lines.append(f"{ind}tl.store({o.name}_ptr + offs, {o.name}, mask=mask)")
+            lines.append(f"{ind}tl.store({o.name}_ptr + {self.store_offs}, {o.name}, mask=mask)")
         lines += self.reduced_stores(red_outs, stores, ind)
         return lines
 
@@ -400,7 +411,7 @@ class RowWriter:
                 init = f"tl.full({self.vec()}, 1.0, tl.float32)"
             lines.append(f"{ind}{n.name}_carry = {init}")
         lines.append(f"{ind}for r_start in range(0, n_red, BLOCK_R):")
-        lines += self.tile_setup("r_start", inner)
+        lines += self.tile_setup("r_start", inner, stores=bool(outs))
         # A scan output (cumsum) is computed block by block here, its carry across blocks.
         full = self.needed_full(reds + outs)
         full += [o for o in outs if o.kind != RED or o.attrs.get("scan")]
@@ -417,7 +428,7 @@ class RowWriter:
                 continue  # updated together with its max (online softmax)
             lines += self.acc_step(n, inner, reds)
         for o in outs:
-            lines.append(f"{inner}tl.store({o.name}_ptr + offs, {o.name}, mask=mask)")
+            lines.append(f"{inner}tl.store({o.name}_ptr + {self.store_offs}, {o.name}, mask=mask)")
         for n in reds:
             lines += self.acc_final(n, ind, reds)
         return lines
@@ -566,8 +577,16 @@ class RowWriter:
         args = [t.name for t in w.tensors] + [s.name for s in w.scalars]
         lines = call(f"def {w.launcher}", args, "", ":")
         lines += docstring(f"{w.summary()}.", "    ")
+        layout = self.g.layout
+        if layout is not None:
+            lines += comment_lines(
+                f"Traced inputs are stored in dim order {layout}: read in that order (no copy "
+                "when they still are), outputs written in eager's contiguous layout.",
+                "    ",
+            )
         for t in w.tensors:
-            lines.append(f"    {t.name} = {t.name}.contiguous()")
+            order = "" if layout is None else f".permute{layout}"
+            lines.append(f"    {t.name} = {t.name}{order}.contiguous()")
         lines.append(f"    shape = {w.shape_expr(x)}")
         rt = self.runtime
         d0, d1 = self.dims[0], self.dims[-1]
@@ -579,10 +598,14 @@ class RowWriter:
             lines.append(f"    n_red = {prod(rt[d0 : d1 + 1])}")
             if not self.inner1:
                 lines.append(f"    n_inner = {prod(rt[d1 + 1 :])}")
-        lines += w.output_allocations(
-            self.g.outputs,
-            lambda o: None if self.space[id(o)] == "full" else self.reduced_context(o.shape)[1],
-        )
+        if layout is not None:
+            logical = [f"shape[{layout.index(i)}]" for i in range(self.rank)]
+            lines += w.output_allocations(self.g.outputs, lambda o: logical)
+        else:
+            lines += w.output_allocations(
+                self.g.outputs,
+                lambda o: None if self.space[id(o)] == "full" else self.reduced_context(o.shape)[1],
+            )
         lines += [f"    {line}" for line in self.setup]
         lines += [
             "    block_r = triton.next_power_of_2(n_red)",

@@ -30,6 +30,7 @@ from .ir import (
     reduced_shape,
 )
 from .kernel_split import SPLIT_OPS
+from .layout import memory_order
 from .partition import SPLIT, Geometry
 from .trace import TensorInfo, Unsupported
 
@@ -194,12 +195,16 @@ class _Normalizer:
         output: Any = None
         for n in self.gm.graph.nodes:
             if n.op == "placeholder":
+                attrs = {"arg": n.target}
+                info = self.info32.get(n.name)
+                if isinstance(info, TensorInfo) and (order := memory_order(info)) is not None:
+                    attrs["memory_order"] = order
                 node = Node(
                     self.fresh(n.target),
                     INPUT,
                     "input",
                     (),
-                    {"arg": n.target},
+                    attrs,
                     self.shape_of(n),
                     self.dtype_of(n),
                 )

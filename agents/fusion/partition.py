@@ -60,6 +60,8 @@ class Group:
     inputs: list[Node] = field(default_factory=list)
     outputs: list[Node] = field(default_factory=list)
     name: str = ""
+    # Row groups written over their inputs' storage order (layout.py): that order, else None.
+    layout: tuple[int, ...] | None = None
 
     def members(self) -> set[int]:
         return {id(n) for n in self.nodes}

@@ -34,6 +34,7 @@ class LeafTracer(fx.Tracer):
 class TensorInfo:
     shape: tuple[int, ...]
     dtype: torch.dtype
+    stride: tuple[int, ...] = ()  # as traced: a task's input may be a permuted view
 
 
 def build_model(ns: dict[str, Any], dtype: torch.dtype) -> tuple[nn.Module, list[Any]]:
@@ -80,7 +81,7 @@ class _Recorder(fx.Interpreter):
 
 def summarise(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        return TensorInfo(tuple(value.shape), value.dtype)
+        return TensorInfo(tuple(value.shape), value.dtype, tuple(value.stride()))
     if isinstance(value, (tuple, list)):
         return tuple(summarise(v) for v in value)
     if isinstance(value, torch.Size):
