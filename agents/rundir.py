@@ -168,7 +168,7 @@ def format_event(event: dict[str, Any]) -> str | None:
     if kind == "finalize":
         if not event.get("best"):
             return "best: none (the reference stays)"
-        summary = f" ({event['summary']})" if event.get("summary") else ""
+        summary = f": {event['summary']}" if event.get("summary") else ""
         return f"best: {event['best']}{summary}"
     return None
 

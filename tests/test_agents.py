@@ -179,7 +179,7 @@ def test_the_sweeps_verdict_is_what_the_progress_lines_show(tmp_path) -> None:
 
 def test_the_final_line_names_the_best_and_its_verdict() -> None:
     line = format_event({"event": "finalize", "best": "round_01/cand_1", "summary": "ok, 2.66x"})
-    assert line == "best: round_01/cand_1 (ok, 2.66x)"
+    assert line == "best: round_01/cand_1: ok, 2.66x"
     assert format_event({"event": "finalize", "best": None}) == "best: none (the reference stays)"
 
 
