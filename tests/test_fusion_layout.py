@@ -65,3 +65,7 @@ def test_permuted_rows_match_the_model_at_other_sizes_and_long_rows(tmp_path):
     shapes = [{}, {"dim": 70, "seq_len": 5, "channels": 3, "rows": 1, "cols": 130}]
     # ROW_MAX_BLOCK 64 sends the longer rows through the multi-pass path.
     check_equal("permuted_rows", tmp_path, shapes, configs=({}, {"ROW_MAX_BLOCK": 64}))
+
+
+def test_permuted_rows_in_bf16(tmp_path):
+    check_equal("permuted_rows", tmp_path, [{}], dtype=torch.bfloat16)
