@@ -167,6 +167,11 @@ def format_event(event: dict[str, Any]) -> str | None:
         return f"stop: {event.get('reason')} ({event.get('detail', '')})"
     if kind == "finalize":
         if not event.get("best"):
+            if event.get("fastest"):
+                return (
+                    f"best: none faster than eager, the reference stays (fastest verified: "
+                    f"{event['fastest']}: {event.get('summary', '')})"
+                )
             return "best: none (the reference stays)"
         summary = f": {event['summary']}" if event.get("summary") else ""
         return f"best: {event['best']}{summary}"
@@ -261,10 +266,17 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         candidates=candidate_rows(candidates),
         elapsed_s=round(state.get("elapsed_s", 0.0), 3),
     )
+    # With no winner, the progress line still names the fastest verified kernel and its verdict.
+    fastest = None
+    if best is None and meaningful:
+        timed = [c for c in candidates if c.status == "ok" and c.speedup_eager is not None]
+        fastest = max(timed, key=lambda c: c.speedup_eager or 0.0, default=None)
+    shown = best or fastest
     rd.event(
         "finalize",
         best=best.key if best else None,
-        summary=best.summary if best else None,
+        fastest=fastest.key if fastest else None,
+        summary=shown.summary if shown else None,
         stop_reason=state.get("stop_reason"),
     )
     report_error = write_report(rd)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+from types import SimpleNamespace
 
 import pytest
 from fake_openai import reply
@@ -15,7 +16,7 @@ from kernelwright.agents.config import RunConfig, parse_duration, resolve_config
 from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
 from kernelwright.agents.llm import UsageLedger
 from kernelwright.agents.progress import RunProgress
-from kernelwright.agents.rundir import format_event
+from kernelwright.agents.rundir import finalize, format_event
 from kernelwright.agents.state import (
     AgentUsage,
     Candidate,
@@ -181,6 +182,27 @@ def test_the_final_line_names_the_best_and_its_verdict() -> None:
     line = format_event({"event": "finalize", "best": "round_01/cand_1", "summary": "ok, 2.66x"})
     assert line == "best: round_01/cand_1: ok, 2.66x"
     assert format_event({"event": "finalize", "best": None}) == "best: none (the reference stays)"
+    slower = {"event": "finalize", "best": None, "fastest": "round_02/cand_1"}
+    slower["summary"] = "ok, 0.98x"
+    assert format_event(slower) == (
+        "best: none faster than eager, the reference stays (fastest verified: round_02/cand_1: "
+        "ok, 0.98x)"
+    )
+
+
+def test_with_no_winner_the_final_line_names_the_fastest_verified_kernel(tmp_path) -> None:
+    ctx = make_context(tmp_path, FakePool(), interpreter=False)
+    ctx.rundir.update_run(status="running")
+    slow = ok_result(median_ms=2.0, eager_ms=1.9)
+    candidates = [_cand(1, 1, slow), _cand(1, 2, EvalResult(status="incorrect", rule="mismatch"))]
+    state = {"profile": {"timing_meaningful": True}, "candidates": candidates, "plans": []}
+    finalize(state, SimpleNamespace(context=ctx))
+    (event,) = [e for e in ctx.rundir.events() if e["event"] == "finalize"]
+    assert event["best"] is None and event["fastest"] == "round_01/cand_1"
+    assert format_event(event) == (
+        "best: none faster than eager, the reference stays (fastest verified: round_01/cand_1: "
+        f"{slow.summary()})"
+    )
 
 
 def test_a_sweep_that_finds_nothing_faster_says_so(tmp_path) -> None:
