@@ -11,6 +11,7 @@ import torch
 
 from . import ops, taskload
 from .assemble import assemble
+from .gather import fuse_gathers
 from .group_writer import Emitted, GroupWriter
 from .ir import Graph
 from .kernel_matmul import write_matmul
@@ -136,6 +137,7 @@ def _render(ts, graphs: dict[str, Graph], dtype: str) -> tuple[str, list[str], l
     titles: set[str] = set()
     for mode, graph in graphs.items():
         groups = partition(graph)
+        fuse_gathers(graph, groups)
         if not groups:
             raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
         launchers: dict[int, tuple[str, list]] = {}

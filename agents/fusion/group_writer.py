@@ -36,6 +36,12 @@ class GroupWriter:
         self.tensors = [n for n in g.inputs if n.kind != SCALAR_KIND]
         self.scalars = [n for n in g.inputs if n.kind == SCALAR_KIND]
         self._shapes: dict[int, str] = {}
+        # A lookup the group reads by itself has no tensor in the launcher: its shape is the
+        # index's with the table's row length appended.
+        self._outside: dict[int, str] = {
+            key: f"(*{index.name}.shape, {weight.name}.shape[1])"
+            for key, (weight, index) in g.gathers.items()
+        }
 
     @property
     def launcher(self) -> str:
@@ -61,6 +67,8 @@ class GroupWriter:
     def shape_leaves(self, n: Node) -> list[str]:
         """The outside tensors' shapes that n's shape is the broadcast of."""
         if id(n) not in self.members:
+            if id(n) in self._outside:
+                return [self._outside[id(n)]]
             return [f"{n.name}.shape"] if n.shape else []
         out: list[str] = []
         for a in n.tensor_args():
@@ -119,7 +127,7 @@ class GroupWriter:
         return f"{indent}{n.name} = {self.body.expr(n, operands)}"
 
     def summary(self) -> str:
-        ops = []
+        ops = ["embedding"] if self.g.gathers else []
         for n in self.g.nodes:
             label = n.origin or n.op
             if label not in ops:

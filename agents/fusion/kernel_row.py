@@ -98,6 +98,8 @@ class RowWriter:
 
     def load_for(self, t: Node, space: str, user: Node) -> tuple[str, str]:
         """(name used in expressions, kind) for external tensor t read in a space."""
+        if id(t) in self.g.gathers:
+            return self.gather_load(t, space)
         suffix = "" if space == "full" else "_r"
         name = f"{t.name}{suffix}"
         ptr = f"{t.name}_ptr"
@@ -137,6 +139,27 @@ class RowWriter:
         acc = access(t.shape, self.full, self.runtime, "offs", name)
         self.add_setup(acc)
         return name, ("tile", f"{name} = tl.load({ptr} + {acc.expr}, mask=mask){cast}")
+
+    def gather_load(self, t: Node, space: str) -> tuple[str, str]:
+        """An embedding lookup read from its table (gather.py): the tile's rows are rows of the
+        index tensor (outer * n_red + r) and its columns the table row's elements (inner)."""
+        if space != "full" or self.inner1:
+            raise Unsupported(f"{t.name}: a lookup is read as whole rows only")
+        weight, index = self.g.gathers[id(t)]
+        rows = f"{weight.name}_rows"
+        if rows not in self.index_args:
+            self.index_args.append(rows)
+            self.setup.append(f"{rows} = {weight.name}.shape[0]")
+        name, row = t.name, f"{t.name}_row"
+        cast = ".to(tl.float32)" if _is_float(t) else ""
+        lines = [
+            # int64: a table of 2**31 elements or more indexed by int32 ids stays addressable
+            f"{row} = tl.load({index.name}_ptr + outer * n_red + r_idx, mask=r_mask).to(tl.int64)",
+            f"{name}_offs = {row}[:, None] * n_inner + inner[None, :]",
+            f"{name}_mask = mask & ({row}[:, None] >= 0) & ({row}[:, None] < {rows})",
+            f"{name} = tl.load({weight.name}_ptr + {name}_offs, mask={name}_mask){cast}",
+        ]
+        return name, ("tile", "\n".join(lines))
 
     def add_setup(self, acc) -> None:
         for arg, line in zip(acc.args, acc.setup):
@@ -269,12 +292,10 @@ class RowWriter:
         else:
             offs = "row_start[None, :] + r_idx[:, None] * n_inner"
             mask = "r_mask[:, None] & red_mask[None, :]"
-        lines = [
-            f"{indent}r_idx = {r}",
-            f"{indent}r_mask = r_idx < n_red",
-            f"{indent}offs = {offs}",
-            f"{indent}mask = {mask}",
-        ]
+        lines = [f"{indent}r_idx = {r}", f"{indent}r_mask = r_idx < n_red"]
+        if self.uses_offs():
+            lines.append(f"{indent}offs = {offs}")
+        lines.append(f"{indent}mask = {mask}")
         if stores and self.g.layout is not None:  # outputs in the logical layout: reduced dim last
             lines.append(
                 f"{indent}out_offs = outer * n_red * n_inner + inner[None, :] * n_red"
@@ -282,11 +303,23 @@ class RowWriter:
             )
         return lines
 
+    def uses_offs(self) -> bool:
+        """Whether the kernel indexes the full tile: a lookup read from its table (gather.py)
+        does not, so a group whose only full-size read is one and whose outputs are reduced
+        has no use for `offs`."""
+        if not self.g.gathers:
+            return True
+        loads = any(
+            kind == "tile" and key not in self.g.gathers
+            for (key, _space), (_name, (kind, _line)) in self.loads.items()
+        )
+        return loads or any(self.space[id(o)] == "full" for o in self.g.outputs)
+
     def tile_loads(self, needed: set[int], indent: str) -> list[str]:
         lines = []
         for (key, _space), (_name, (kind, line)) in self.loads.items():
             if kind != "red_vec" and key in needed:
-                lines.append(f"{indent}{line}")
+                lines += [f"{indent}{part}" for part in line.split("\n")]
         return lines
 
     def full_line(self, n: Node, indent: str) -> str:

@@ -250,6 +250,8 @@ class _Normalizer:
             result = None
         if result is None:
             result = self.torch_node(n, args, kwargs)
+            if n.op == "call_function" and n.target is torch.nn.functional.embedding:
+                _mark_gather(result, args, kwargs)
             target = _mutated(n, args, kwargs)
             if isinstance(target, Node) and isinstance(result, Node):
                 # Torch mutates `target` in place: later reads must see (and follow) the call,
@@ -360,6 +362,12 @@ class _Normalizer:
             bound.update({k: getattr(mod, k) for k in extra})
             return getattr(self, "op_" + op)(n, op, bound)
         w = lambda name: self.param(f"{n.target}.{name}")  # noqa: E731
+        if isinstance(mod, nn.Embedding) and mod.max_norm is None and isinstance(x, Node):
+            # Left to torch, marked so that a row group reducing the lookup reads the table
+            # rows itself (gather.py). max_norm renormalises the table in place: not marked.
+            node = self.torch_node(n, args, kwargs)
+            node.attrs["gather"] = (w("weight"), x)
+            return node
         if isinstance(mod, nn.Linear):
             return self.op_linear(
                 n, "linear", {"input": x, "weight": w("weight"), "bias": w("bias")}
@@ -1088,6 +1096,15 @@ class _Normalizer:
         if b["beta"] != 1:
             c = self.pw("mul", c, b["beta"], dtype=dtype)
         return self.pw("add", y, c, dtype=dtype, base=n.name)
+
+
+def _mark_gather(node: Any, args: Any, kwargs: dict) -> None:
+    """F.embedding(index, weight) with no max_norm (which renormalises the table in place)."""
+    if not isinstance(node, Node) or len(args) != 2 or kwargs.get("max_norm") is not None:
+        return
+    index, weight = args
+    if isinstance(index, Node) and isinstance(weight, Node):
+        node.attrs["gather"] = (weight, index)
 
 
 class _NoPattern(Exception):

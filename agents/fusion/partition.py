@@ -62,6 +62,8 @@ class Group:
     name: str = ""
     # Row groups written over their inputs' storage order (layout.py): that order, else None.
     layout: tuple[int, ...] | None = None
+    # Embedding lookups the group reads by itself (gather.py): id(lookup) -> (table, index).
+    gathers: dict[int, tuple[Node, Node]] = field(default_factory=dict)
 
     def members(self) -> set[int]:
         return {id(n) for n in self.nodes}

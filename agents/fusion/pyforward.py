@@ -208,8 +208,8 @@ class ForwardWriter:
         unit_of: dict[int, Any] = {}
         units: list[Any] = []
         for n in self.graph.nodes:
-            if n.kind in (INPUT, PARAM):
-                continue
+            if n.kind in (INPUT, PARAM) or n.attrs.get("fused"):
+                continue  # inputs, and lookups a group reads by itself (gather.py)
             u = self.group_of.get(id(n), n)
             if id(u) not in {id(x) for x in units}:
                 units.append(u)
