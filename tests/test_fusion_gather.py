@@ -7,7 +7,7 @@ from test_fusion_harness import DEVICE, candidate_module, check_equal, task_path
 
 from kernelwright.agents.fusion import generate
 
-SHARED_LOOKUP = '''
+SHARED_LOOKUP = """
 import torch
 import torch.nn as nn
 
@@ -28,7 +28,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_the_bag_reads_the_table_and_the_lookup_is_not_materialised(tmp_path):
