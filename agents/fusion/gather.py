@@ -5,7 +5,8 @@ lookup materialises (B, L, E) (2.1 GB for level2/17), which the row kernel then 
 (0.69x of torch.compile, 9% of the roofline on the H200). When a row group reduces the lookup over
 the index dims and keeps the embedding dim as its contiguous inner dim, the group reads the table
 rows itself: one index per row of its (BLOCK_R, BLOCK_I) tile, then BLOCK_I contiguous elements
-of that table row. The lookup is then no longer computed by the forward.
+of that table row. The lookup is then no longer computed by the forward. Measured on the H200
+(level2/17): 2.03x of torch.compile, 3.22x of eager (0.498 ms for 2.1 GB of gathered rows).
 
 An index outside [0, V) reads zeros (eager raises on it); the tile mask keeps every read inside
 the table.
