@@ -8,9 +8,10 @@
     result.tunables   # {"POINTWISE_BLOCK": (512, 1024, ...), ...}: the file's `# tune:` constants
 
 Modules, in pipeline order: trace (fx + meta-device shapes), normalize (canonical ops, ops.py
-tables, decompositions), symbolic (size-dependent constants), partition (fused groups),
-kernel_pointwise / kernel_row / kernel_split / kernel_matmul (templates, with body, index and
-group_writer), pyforward (ModelNew), assemble (the file), api (generate).
+tables, decompositions), symbolic (size-dependent constants), partition (fused groups), gather
+(embedding lookups a row group reads from the table itself), layout (row groups over inputs stored
+in a permuted order), kernel_pointwise / kernel_row / kernel_split / kernel_matmul (templates,
+with body, index and group_writer), pyforward (ModelNew), assemble (the file), api (generate).
 """
 
 from .api import FusionResult, generate
