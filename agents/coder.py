@@ -23,6 +23,7 @@ from .state import (
     llm_budget_spent,
     node_accounting,
 )
+from .taskfacts import input_lines
 
 # A reply's fenced blocks: ```python ... ``` (or ``` ... ```).
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -106,6 +107,7 @@ def coder_messages(
         task_name=ctx.task.name,
         sizes=dict(ctx.task.sizes),
         task_source=ctx.task.source.strip(),
+        inputs=input_lines(ctx.task, ctx.config.dtype),
         best_summary=best.summary if best else "",
         best_source=(best.final_source or "").strip() if best else "",
         critique_summary=last.summary if last else "",

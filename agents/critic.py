@@ -27,6 +27,7 @@ from .state import (
     llm_budget_spent,
     node_accounting,
 )
+from .taskfacts import input_lines
 
 # What the coder should do about each evaluator rule, in one line (static rules get their own
 # message from the evaluator already).
@@ -258,6 +259,7 @@ def critic_messages(
         dtype=ctx.config.dtype,
         sizes=dict(ctx.task.sizes),
         task_source=ctx.task.source.strip(),
+        inputs=input_lines(ctx.task, ctx.config.dtype),
         round=state["round"],
         plan=state["plans"][-1].summary,
         candidates=[

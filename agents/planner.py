@@ -23,6 +23,7 @@ from .state import (
     node_accounting,
     round_summaries,
 )
+from .taskfacts import input_lines
 
 # The rule planner's repertoire, tried in turn (round r starts at idea r-1) so successive rounds
 # cover different directions instead of repeating the first one.
@@ -171,6 +172,7 @@ def planner_messages(state: RunState, ctx: RunContext, count: int) -> list[dict[
         task_name=ctx.task.name,
         sizes=dict(ctx.task.sizes),
         task_source=ctx.task.source,
+        inputs=input_lines(ctx.task, ctx.config.dtype),
         timing_meaningful=prof.get("timing_meaningful", False),
         eager_ms=_ms(prof.get("eager_ms")),
         compiled_ms=_ms(prof.get("compiled_ms")),
