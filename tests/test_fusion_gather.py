@@ -31,6 +31,29 @@ def get_init_inputs():
 """
 
 
+SHIFTED_IDS = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(40, 16)
+
+    def forward(self, ids):
+        return self.embedding(ids + 1).sum(dim=1)
+
+
+def get_inputs():
+    return [torch.randint(0, 39, (4, 5))]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
 def test_the_bag_reads_the_table_and_the_lookup_is_not_materialised(tmp_path):
     result = generate(task_path("embedding_bag"))
     assert result.ok, result.reason
@@ -74,3 +97,19 @@ def test_a_lookup_used_elsewhere_stays_torchs(tmp_path):
     assert result.ok, result.reason
     forward = result.source.split("def forward", 1)[1]
     assert "embedding = self.embedding(ids)" in forward and "_sum(embedding)" in forward
+
+
+def test_computed_ids_are_read_from_the_tensor_that_holds_them(tmp_path):
+    path = tmp_path / "shifted_ids.py"
+    path.write_text(SHIFTED_IDS)
+    result = generate(str(path))
+    assert result.ok, result.reason
+    assert "v_sum = _sum(add, self.embedding.weight)" in result.source
+    namespace: dict = {}
+    exec(compile(SHIFTED_IDS, str(path), "exec"), namespace)
+    ref = namespace["Model"]().to(DEVICE)
+    new = candidate_module(result.source, tmp_path).ModelNew().to(DEVICE)
+    new.load_state_dict(ref.state_dict())
+    ids = torch.randint(0, 39, (4, 5), device=DEVICE)
+    with torch.no_grad():
+        torch.testing.assert_close(new(ids), ref(ids), atol=1e-5, rtol=1e-5)

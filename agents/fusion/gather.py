@@ -51,6 +51,8 @@ def _fits(g: Group, t: Node) -> bool:
     if weight.shape[1] != geo.full[-1] or index.dtype not in _INDEX_DTYPES:
         return False
     members = g.members()
+    if id(index) in members or id(weight) in members:
+        return False  # the group computes its own index: no tensor to read it from
     for u in t.users:
         if id(u) not in members:
             return False  # the lookup is needed elsewhere too: torch keeps computing it

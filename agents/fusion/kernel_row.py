@@ -157,7 +157,8 @@ class RowWriter:
             f"{row} = tl.load({index.name}_ptr + outer * n_red + r_idx, mask=r_mask).to(tl.int64)",
             f"{name}_offs = {row}[:, None] * n_inner + inner[None, :]",
             f"{name}_mask = mask & ({row}[:, None] >= 0) & ({row}[:, None] < {rows})",
-            f"{name} = tl.load({weight.name}_ptr + {name}_offs, mask={name}_mask){cast}",
+            # other=0.0: an index outside the table adds nothing (the tile mask keeps its lane)
+            f"{name} = tl.load({weight.name}_ptr + {name}_offs, mask={name}_mask, other=0.0){cast}",
         ]
         return name, ("tile", "\n".join(lines))
 
