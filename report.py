@@ -405,16 +405,24 @@ def _load_result(path: Path) -> EvalResult | None:
 
 
 def _candidate_view(run_dir: Path, round_no: int, index: int, cand_dir: Path) -> dict[str, Any]:
-    result = _load_result(cand_dir / "result.json")
-    kernel = cand_dir / "kernel.py"
+    seed = _load_result(cand_dir / "result.json")
+    kernel, tuned_kernel = cand_dir / "kernel.py", cand_dir / "tuned.py"
+    # The sweep's variant, when it beat the seed, is the candidate's verdict (run.json and the
+    # best say so too): the tables must not show the seed's figures beside the tuned best.
+    tuned = _load_result(cand_dir / "tuned_result.json") if tuned_kernel.is_file() else None
+    result = tuned or seed
+    summary = result.summary() if result else "no result.json (not evaluated yet)"
+    if tuned is not None and seed is not None:
+        summary += f" (tuned by the sweep; the seed: {_x(_finite(seed.speedup_eager))} vs eager)"
     view: dict[str, Any] = {
         "round": round_no,
         "candidate": index,
         "dir": str(cand_dir.relative_to(run_dir)),
         "kernel": str(kernel.relative_to(run_dir)) if kernel.is_file() else None,
+        "tuned_kernel": str(tuned_kernel.relative_to(run_dir)) if tuned is not None else None,
         "status": result.status if result else "pending",
         "rule": result.rule if result else None,
-        "summary": result.summary() if result else "no result.json (not evaluated yet)",
+        "summary": summary,
         "speedup_eager": _finite(result.speedup_eager) if result else None,
         "speedup_compiled": _finite(result.speedup_compiled) if result else None,
         "roofline_fraction": _finite(result.roofline.fraction)
@@ -603,6 +611,7 @@ def _unlisted_view(row: Mapping[str, Any]) -> dict[str, Any]:
         "candidate": row["candidate"],
         "dir": None,
         "kernel": None,
+        "tuned_kernel": None,
         "status": str(row.get("status") or "pending"),
         "rule": row.get("rule"),
         "summary": str(row.get("summary") or ""),
@@ -819,9 +828,10 @@ def _run_kernels(run_dir: Path, data: Mapping[str, Any]) -> list[_Html]:
             _kernel_block("best.py", best_py.read_text(errors="replace"), "ok", open_=True)
         )
     for v in data["candidates"]:
-        if v["kernel"]:
-            source = (run_dir / v["kernel"]).read_text(errors="replace")
-            blocks.append(_kernel_block(v["kernel"], source, v["status"]))
+        for key in ("kernel", "tuned_kernel"):
+            if v.get(key):
+                source = (run_dir / v[key]).read_text(errors="replace")
+                blocks.append(_kernel_block(v[key], source, v["status"]))
     return blocks
 
 

@@ -222,6 +222,24 @@ def test_run_report_data_per_round(gpu_run):
     assert "3 of 6 candidates over 3 rounds" in data["verdict"]
 
 
+def test_a_tuned_candidate_is_reported_with_the_sweeps_verdict(tmp_path):
+    """The sweep's variant is the candidate's verdict (run.json's best says 2.66x): the round and
+    candidate tables showed the seed's 2.39x beside it (level1/40 on the H200)."""
+    best = {**BEST, "round": 1, "candidate": 0, "speedup_eager": 2.66, "speedup_compiled": 1.15}
+    run_dir = write_run_dir(tmp_path, [[ok_result(2.39, 1.03, 0.74)]], best=best)
+    cand = run_dir / "round_01" / "cand_0"
+    (cand / "tuned.py").write_text(KERNEL.replace("BLOCK", "BLOCK_TUNED"))
+    (cand / "tuned_result.json").write_text(ok_result(2.66, 1.15, 0.82).to_json())
+    data = run_report_data(run_dir)
+    (view,) = data["candidates"]
+    assert (view["speedup_eager"], view["speedup_compiled"]) == (2.66, 1.15)
+    assert view["summary"].endswith("(tuned by the sweep; the seed: 2.39x vs eager)")
+    assert view["tuned_kernel"] == "round_01/cand_0/tuned.py"
+    assert data["rounds"][0]["best_speedup_eager"] == 2.66
+    html = write_run_report(run_dir)["html"].read_text()
+    assert "round_01/cand_0/tuned.py" in html and "BLOCK_TUNED" in html
+
+
 def test_run_report_files_carry_the_numbers(gpu_run):
     paths = write_run_report(gpu_run)
     assert set(paths) == {"markdown", "json", "plot", "html"}
