@@ -20,6 +20,7 @@ from .agents.rundir import EventListener, create_run, finalize, machine_has_cuda
 from .agents.state import CHECKPOINT_TYPES, RunState
 from .agents.tester import tester
 from .sandbox.pool import EvalPool
+from .sandbox.pyparse import serialised
 
 # Supersteps per round: planner, coder, tester, critic (and human in chat mode).
 STEPS_PER_ROUND = 5
@@ -44,7 +45,9 @@ def after_critic_chat(state: RunState) -> Literal["human", "finalize"]:
 
 
 def compile_graph(checkpointer: Any = None, *, chat: bool = False) -> CompiledStateGraph:
-    return build_graph(chat=chat).compile(checkpointer=checkpointer)
+    # Serialised: LangGraph reads the nodes' signatures with inspect, which parses (pyparse).
+    with serialised():
+        return build_graph(chat=chat).compile(checkpointer=checkpointer)
 
 
 def sqlite_saver(conn: sqlite3.Connection) -> SqliteSaver:

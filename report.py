@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .sandbox.pyparse import serialised
 from .sandbox.results import STATUSES, EvalResult
 
 # KernelBench's thresholds: fast_p is the fraction of tasks that are correct and more than p times
@@ -256,8 +257,9 @@ def _kernel_block(title: str, source: str, status: str, *, open_: bool = False) 
 
 
 def _figure(width: float, height: float):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    with serialised():  # matplotlib's first import parses Python (sandbox/pyparse.py)
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
 
     # Agg through the object API: no pyplot, no global backend switch, no display needed.
     fig = Figure(figsize=(width, height), dpi=100)

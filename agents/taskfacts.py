@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from ..sandbox.pyparse import serialised
 from ..sandbox.task import Task, as_dtype, task_namespace
 
 
@@ -24,7 +25,8 @@ def input_lines(task: Task, dtype: str) -> tuple[str, ...]:
     the meta device (numpy, host-only tensors): the prompts then say nothing about layouts."""
     try:
         ns = task_namespace(task)
-        with torch.device("meta"):
+        # serialised: the first meta-tensor op imports torch._dynamo, which parses (pyparse)
+        with serialised(), torch.device("meta"):
             inputs = list(ns["get_inputs"]())
         names = _forward_names(ns["Model"])
         run_dtype = as_dtype(dtype)

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .pyparse import compile_tree, parse
+from .pyparse import compile_tree, parse, serialised
 
 DTYPES: dict[str, torch.dtype] = {
     "fp32": torch.float32,
@@ -233,7 +233,7 @@ def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, int]
 def input_bytes(task: Task, sizes: Mapping[str, int] | None = None) -> int:
     """Bytes of get_inputs() at `sizes` with floating tensors at fp32, measured on meta."""
     ns = task_namespace(task, sizes)
-    with torch.device("meta"):
+    with serialised(), torch.device("meta"):
         return _tensor_bytes(ns["get_inputs"]())
 
 
@@ -252,6 +252,11 @@ class _Probe:
 
 def _probe(task: Task, sizes: Mapping[str, int]) -> _Probe | None:
     """The task at `sizes` on meta, or None when even get_inputs() fails there."""
+    with serialised():  # the first meta-tensor op imports torch._dynamo, which parses (pyparse)
+        return _probe_unlocked(task, sizes)
+
+
+def _probe_unlocked(task: Task, sizes: Mapping[str, int]) -> _Probe | None:
     try:
         ns = task_namespace(task, sizes)
         with torch.device("meta"):

@@ -62,3 +62,51 @@ def test_parses_are_serialised():
     finally:
         ast.parse = original
     assert not overlap
+
+
+# A fresh interpreter (lazy imports parse only once per process) runs a two-job offline suite and
+# records every ast.parse made in a job thread without the lock: library parses included
+# (torch._dynamo's first import on a meta-tensor op, LangGraph's inspect.signature, matplotlib).
+SUITE_SPY = r"""
+import ast, json, sys, threading, traceback
+from kernelwright.sandbox import pyparse
+
+unlocked = []
+original = ast.parse
+
+def spy(*args, **kwargs):
+    in_job = threading.current_thread() is not threading.main_thread()
+    if in_job and not pyparse._LOCK._is_owned():
+        stack = traceback.extract_stack()
+        ours = [f"{f.filename}:{f.lineno}" for f in stack if "-packages" not in f.filename]
+        unlocked.append(" <- ".join(reversed(ours[-4:])))
+    return original(*args, **kwargs)
+
+ast.parse = spy
+from kernelwright import cli
+code = cli.main(sys.argv[1:])
+print(json.dumps({"code": code, "unlocked": sorted(set(unlocked))}))
+"""
+
+
+def test_a_suites_job_threads_parse_only_under_the_lock(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    tasks = ROOT / "tests" / "tasks"
+    args = ["suite", str(tasks / "gelu.py"), str(tasks / "softmax.py"), "--jobs", "2"]
+    args += ["--model", "offline", "--trials", "1", "--out", str(tmp_path / "out")]
+    args += ["--db", str(tmp_path / "k.db")]
+    env = {k: v for k, v in os.environ.items() if k != "KERNELWRIGHT_DB"}
+    done = subprocess.run(
+        [sys.executable, "-c", SUITE_SPY, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["code"] == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert report["unlocked"] == []

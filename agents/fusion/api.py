@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ...sandbox.pyparse import serialised
 from . import ops, taskload
 from .assemble import assemble
 from .gather import fuse_gathers
@@ -110,6 +111,11 @@ def _namespace(ts: taskload.TaskSource, overrides: dict[str, int] | None) -> dic
 def _graphs(ts: taskload.TaskSource, ns: dict[str, Any]) -> tuple[dict[str, Graph], Any]:
     """The canonical graph of the model as constructed ("train": KernelBench calls it without
     .eval(), though a task may put a submodule in eval mode itself) and after .eval()."""
+    with serialised():  # the first meta-tensor op imports torch._dynamo, which parses (pyparse)
+        return _traced_graphs(ts, ns)
+
+
+def _traced_graphs(ts: taskload.TaskSource, ns: dict[str, Any]) -> tuple[dict[str, Graph], Any]:
     try:
         m32, in32 = build_model(ns, torch.float32)
         m16, in16 = build_model(ns, torch.float16)
