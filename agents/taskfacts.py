@@ -17,6 +17,7 @@ import torch
 
 from ..sandbox.pyparse import serialised
 from ..sandbox.task import Task, as_dtype, task_namespace
+from .fusion.layout import storage_order, stride_order
 
 
 @functools.lru_cache(maxsize=64)
@@ -49,23 +50,15 @@ def describe(x: Any, run_dtype: torch.dtype) -> str:
     stride = tuple(x.stride())
     if 0 in stride:
         return f"{head}, strides {stride}: an expanded view (dims of stride 0 repeat one value)"
-    order = tuple(sorted(range(x.dim()), key=lambda d: (-stride[d], d)))
-    dense = x.numel() == 0 or _dense(x.shape, stride, order)
-    if dense:
+    order = storage_order(x.shape, stride)
+    if order is None and x.numel() == 0:  # an empty tensor: no element to leave a gap
+        order = stride_order(stride)
+    if order is not None:
         return (
             f"{head}, strides {stride}: not contiguous, a permuted view of a tensor stored in "
             f"dim order {order} (.contiguous() would copy it)"
         )
     return f"{head}, strides {stride}: not contiguous (a slice: rows have gaps)"
-
-
-def _dense(shape: torch.Size, stride: tuple[int, ...], order: tuple[int, ...]) -> bool:
-    expected = 1
-    for d in reversed(order):
-        if shape[d] != 1 and stride[d] != expected:
-            return False
-        expected *= shape[d]
-    return True
 
 
 def _forward_names(model: type) -> list[str]:

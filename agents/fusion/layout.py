@@ -17,6 +17,7 @@ arrives in another layout at run time is still correct: the launcher's `.permute
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from .ir import INPUT, RED, SCALAR, STORE, Node
 from .partition import ROW, Geometry, Group
@@ -29,12 +30,22 @@ def memory_order(info: TensorInfo) -> tuple[int, ...] | None:
     shape, stride = info.shape, info.stride
     if len(stride) != len(shape) or len(shape) < 2 or any(s <= 1 for s in shape):
         return None
-    order = tuple(sorted(range(len(shape)), key=lambda d: (-stride[d], d)))
-    if order == tuple(range(len(shape))):
-        return None
+    order = storage_order(shape, stride)
+    return None if order == tuple(range(len(shape))) else order
+
+
+def stride_order(stride: Sequence[int]) -> tuple[int, ...]:
+    """The dims by decreasing stride (ties in logical order): outermost in memory first."""
+    return tuple(sorted(range(len(stride)), key=lambda d: (-stride[d], d)))
+
+
+def storage_order(shape: Sequence[int], stride: Sequence[int]) -> tuple[int, ...] | None:
+    """stride_order when the strides are those of a dense tensor stored in that order; None when
+    they overlap or leave gaps. A size-1 dim's stride is not checked (it never moves)."""
+    order = stride_order(stride)
     expected = 1
     for d in reversed(order):
-        if stride[d] != expected:
+        if shape[d] != 1 and stride[d] != expected:
             return None
         expected *= shape[d]
     return order
