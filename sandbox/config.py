@@ -55,6 +55,15 @@ class EvalConfig:
     host_memory_gb: float = 16.0  # resident memory of the worker; above it the worker is killed
     gpu_memory_fraction: float = 0.9  # of the device, per worker (torch caching allocator cap)
     max_file_mb: int = 512  # RLIMIT_FSIZE: no file the worker writes may be larger
+    # Device memory the candidate may peak at (GB); None: max(4x the reference's peak, the
+    # reference's peak + 1 GiB). Above it: rejected, rule "memory" (--max-memory).
+    max_memory_gb: float | None = None
+    # Run the candidate process under bubblewrap and seccomp where they work. Off only for the
+    # evaluator's own tests of the fallback; the result's isolation layers say what held.
+    os_sandbox: bool = True
+    # For the evaluator's own tests only: time with the host's clock on a machine without CUDA
+    # (the interpreter), so that the judge's clock check can be exercised. Times mean nothing.
+    host_clock_for_tests: bool = False
     # For the evaluator's own tests only: skip the AST checks so that the runtime layers
     # (audit hook, environment, rlimits) can be shown to hold on their own. Never in a real run.
     unsafe_skip_static_checks: bool = False

@@ -36,6 +36,8 @@ from .results import Baseline, Environment, EvalResult
 _START_TIMEOUT_S = 300.0
 _POLL_S = 0.2
 _LOG_TAIL_LINES = 25
+# Seconds a judge may take beyond a candidate's own limit: references, float64 comparisons.
+_JUDGE_GRACE_S = 60.0
 
 
 def default_devices() -> list[str]:
@@ -75,6 +77,7 @@ class _WorkerProcess:
         self.device = device
         self.gpu_fraction = config.gpu_memory_fraction
         self.max_file_mb = config.max_file_mb
+        self.os_sandbox = config.os_sandbox
         self.dir = Path(tempfile.mkdtemp(prefix="worker-", dir=root))
         self.home = self.dir / "home"
         self.private = self.dir / "evaluator"
@@ -101,6 +104,7 @@ class _WorkerProcess:
             str(config.gpu_memory_fraction),
             "--max-file-mb",
             str(config.max_file_mb),
+            *([] if config.os_sandbox else ["--no-os-sandbox"]),
         ]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -345,6 +349,7 @@ class EvalPool:
             not worker.alive()
             or worker.gpu_fraction != config.gpu_memory_fraction
             or worker.max_file_mb != config.max_file_mb
+            or worker.os_sandbox != config.os_sandbox
         ):
             self._stop(worker)
             worker = None
@@ -424,12 +429,11 @@ class EvalPool:
         """Wait for the reply, enforcing wall time per phase and the host-memory limit."""
         config = job.config
         phase = "candidate"
-        limits = {
-            "setup": config.setup_timeout_s,
-            "candidate": config.timeout_s,
-            "timing": config.timeout_s,
-        }
-        deadline = time.monotonic() + config.timeout_s
+        # The judge enforces the candidate's own limits and replies with the verdict; this
+        # watchdog is the backstop for the judge itself, with room for its own work beside them.
+        backstop = config.timeout_s * 1.5 + _JUDGE_GRACE_S
+        limits = {"setup": config.setup_timeout_s, "candidate": backstop, "timing": backstop}
+        deadline = time.monotonic() + backstop
         memory_cap = config.host_memory_gb * 2**30
         while True:
             message = worker.read(_POLL_S)

@@ -75,6 +75,9 @@ class Timings:
     compiled: Timing | None = None
     compiled_error: str | None = None  # torch.compile failing on the reference is not fatal
     cuda_graphs: bool = False
+    # The judge's own wall clock over a block of back-to-back candidate calls, per call: the
+    # cross-check of the times the candidate process measured (see evaluation.clock_check).
+    judge_ms_per_call: float | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ class Correctness:
     atol: float = 0.0
     rtol: float = 0.0
     precision_policy: str = "strict"
+    # Where the float64 yardstick was computed: on the device, or on the host when it did not fit.
+    precision_judged: str = ""
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
     err_vs_fp64: float | None = None  # ||cand - ref64|| / ||ref64||, worst over outputs/trials
@@ -123,6 +128,19 @@ class Correctness:
     deterministic: bool | None = None  # two calls on the same inputs were bitwise equal
     degenerate_task: bool = False  # the reference output does not depend on its inputs
     mismatch: Mismatch | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Peak device memory (bytes) of the reference and of the candidate, beside the task's
+    footprint: its inputs, outputs and parameters. None where not measured (the interpreter)."""
+
+    footprint_bytes: int = 0
+    reference_peak_bytes: int | None = None
+    candidate_peak_bytes: int | None = None
+    judge_peak_bytes: int | None = None  # the judge's own working set during the evaluation
+    limit_bytes: int | None = None  # above it the candidate is rejected (rule "memory")
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,7 +168,11 @@ class Environment:
     triton: str = ""
     python: str = ""
     interpreter: bool = False
-    isolation: tuple[str, ...] = ()  # which sandbox layers were active ("audit-hook", "netns", ...)
+    isolation: tuple[
+        str, ...
+    ] = ()  # which sandbox layers were active ("bubblewrap", "seccomp", ...)
+    # Why a layer did not hold here (no bubblewrap, user namespaces refused): one line for eval.
+    sandbox_note: str = ""
 
     @property
     def key(self) -> str:
@@ -176,6 +198,7 @@ class EvalResult(_JsonRecord):
     speedup_compiled: float | None = None
     roofline: Roofline | None = None
     kernels: tuple[KernelStats, ...] = ()
+    memory: Memory | None = None
     environment: Environment = field(default_factory=Environment)
     wall_s: float = 0.0
     # Wall seconds of each step of the evaluation (load, trials, same_address, drift, variant,

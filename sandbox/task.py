@@ -362,13 +362,14 @@ def build_inputs(ns: Mapping[str, Any], dtype, device, seed: int) -> list[Any]:
     return [_placed(x, dtype, device) for x in inputs]
 
 
-def load_parameters(src: nn.Module, dst: nn.Module) -> list[str]:
+def load_parameters(src: nn.Module | list[tuple[str, torch.Tensor]], dst: nn.Module) -> list[str]:
     """Copy parameters and buffers of `src` into `dst`; returns dst's names that found no match.
 
     By name where the name and shape match, else in order among the unused tensors of `src`
-    with the same shape and the same kind (floating or not).
+    with the same shape and the same kind (floating or not). `src` may be the (name, tensor)
+    list of a module that lives in another process (the judge's reference).
     """
-    source = _named_tensors(src)
+    source = src if isinstance(src, list) else _named_tensors(src)
     used: set[str] = set()
     pending = []
     with torch.no_grad():

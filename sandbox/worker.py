@@ -1,16 +1,15 @@
-"""The sandboxed worker process: load a candidate, check it, compare it, time it -> JSON result.
+"""The judge: a warm process that holds a task's reference and judges candidates run elsewhere.
 
 Started by pool.py as `python -m kernelwright.sandbox.worker --result-fd N --device D --home DIR
---private DIR` in its own session, with an allowlisted environment and its own temp cwd and
-Triton cache. HOME is the candidate's; PRIVATE holds torch.compile's caches for the reference.
-Requests arrive as JSON lines on stdin; replies go out as JSON lines on the result descriptor,
-never on stdout, which belongs to the candidate (printing "PASS" there proves nothing).
+--private DIR` in its own session, with an allowlisted environment. Requests arrive as JSON lines
+on stdin; replies go out as JSON lines on the result descriptor. No candidate code ever runs in
+this process: each candidate runs in a fresh process forked from a sandboxed zygote
+(remote.py, zygote.py, candidate.py), and this process sees only the bytes of its outputs.
 
-A worker keeps torch imported and, per task, the reference models, their outputs' layout, the
-torch.compile baseline and the roofline, so the next candidate pays only for its own compile and
-calls. Anything a candidate does that could have left the process unsound (a CUDA fault, a
-patched function, a thread, a sandbox denial, a timeout) makes the worker exit after replying;
-the pool starts a fresh one.
+A judge keeps torch imported and, per task, the reference models, their outputs' layout, the
+torch.compile baseline and the roofline, so the next candidate pays only for its own process,
+CUDA context, compile and calls. HOME holds the candidates' directories (the only place the
+sandbox can write); PRIVATE holds torch.compile's caches for the reference.
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ import copy
 import dataclasses
 import faulthandler
 import gc
-import importlib.util
-import inspect
 import json
 import os
 import platform
@@ -31,40 +28,21 @@ import random
 import sys
 import time
 import traceback
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import checks, launches, tritoncompat
 from .config import EvalConfig
-from .isolation import isolate_network, lift_cpu_limit, limit_cpu_seconds, set_limits
-from .results import (
-    Baseline,
-    Correctness,
-    Environment,
-    EvalResult,
-    KernelStats,
-    Mismatch,
-    OpTime,
-    Timings,
-)
+from .evaluation import Evaluation, Verdict
+from .isolation import isolate_network, set_limits
+from .remote import Sandbox
+from .results import Baseline, Environment, EvalResult, OpTime, Timings
 
-# Statuses after which the same process may judge the next candidate. Anything else may have
-# corrupted the CUDA context or left patched state behind: the worker is replaced.
-_CLEAN_STATUSES = ("ok", "incorrect", "compile_error")
-# A warm worker is still replaced now and then: Triton's and torch's caches only grow.
-_MAX_EVALUATIONS_PER_WORKER = 64
+# A warm judge is still replaced now and then: torch's caches only grow. Candidates never leave
+# anything behind here: each ran in a process of its own.
+_MAX_EVALUATIONS_PER_WORKER = 256
 # Attempts at a valid "other shape" before recording that only the default shape was checked.
 _MAX_VARIANT_ATTEMPTS = 6
-
-
-class Verdict(Exception):
-    """Ends an evaluation with a status, the rule that fired, and a message for the critic."""
-
-    def __init__(self, status: str, message: str, rule: str | None = None, recycle: bool = False):
-        super().__init__(message)
-        self.status, self.message, self.rule, self.recycle = status, message, rule, recycle
 
 
 @dataclass
@@ -77,6 +55,26 @@ class Shape:
     ref: Any  # the reference nn.Module, parameters re-drawn, in the evaluation dtype
     ref64: Any  # the same values in float64: the yardstick for precision
     out_meta: list[tuple[tuple[int, ...], Any]]  # (shape, dtype) of each tensor output
+    overrides: dict[str, Any] = field(default_factory=dict)  # what task_namespace was given
+    seed: int = 0  # the seed of get_init_inputs and of the parameters' re-draw
+    out_template: Any = None  # the reference's output with meta tensors: its structure only
+    input_bytes: int = 0
+    output_bytes: int = 0
+    param_bytes: int = 0
+    ref_peak: int | None = None  # peak device memory of one reference call (CUDA only)
+    _ref64_host: Any = None
+
+    @property
+    def footprint(self) -> int:
+        """Bytes of the reference's inputs, outputs and parameters."""
+        return self.input_bytes + self.output_bytes + self.param_bytes
+
+    def ref64_on_host(self):
+        """The float64 reference moved to the host, for a task whose float64 run does not fit
+        on the device: from then on every float64 reference of this shape is computed there."""
+        if self._ref64_host is None:
+            self._ref64_host = self.ref64.to("cpu")
+        return self._ref64_host
 
 
 @dataclass
@@ -97,13 +95,6 @@ class TaskContext:
     setup_s: dict[str, float] = field(default_factory=dict)  # seconds per step of building it
 
 
-@dataclass
-class Trial:
-    pristine: list[Any]
-    ref: Any
-    ref64: Any
-
-
 class Worker:
     """One sandboxed evaluator process; `serve()` answers requests until stdin closes."""
 
@@ -115,6 +106,8 @@ class Worker:
         out,
         layers: list[str],
         gpu_fraction: float,
+        sandbox: Sandbox | None = None,
+        os_sandbox: bool = True,
     ):
         import torch
 
@@ -130,17 +123,25 @@ class Worker:
         self.contexts: collections.OrderedDict[tuple, TaskContext] = collections.OrderedDict()
         self.evaluations = 0
         self.rng = random.SystemRandom()  # fresh seeds: a candidate cannot predict its inputs
-        # Importing torch._dynamo wraps torch.manual_seed and friends; do it before the integrity
-        # snapshot so that a trusted lazy import later (torch.compile, FlopCounterMode) does not
-        # look like a candidate's patch.
-        import torch._dynamo
+        self.os_sandbox = os_sandbox
+        self._sandbox = sandbox or self._new_sandbox()
+        self._sandbox.wait_ready()
+        self.sandbox_note = self._sandbox.note
+        self.environment = _environment(
+            torch, self.cuda, (*self._sandbox.layers, *layers), self.sandbox_note
+        )
 
-        tritoncompat.fix_interpreter_index()
-        launches.install()
-        self._warm_up_triton()
-        self.guard = install_guard(home, private)
-        self.snapshot = checks.integrity_snapshot()
-        self.environment = _environment(torch, self.cuda, (*layers, "audit-hook"))
+    def _new_sandbox(self) -> Sandbox:
+        return Sandbox(
+            _sandbox_device(self.torch, self.cuda), self.home, os_sandbox=self.os_sandbox
+        )
+
+    def sandbox(self) -> Sandbox:
+        """The zygote candidates fork from; a new one if a candidate took the last one down."""
+        if not self._sandbox.alive():
+            self._sandbox.close()
+            self._sandbox = self._new_sandbox()
+        return self._sandbox
 
     # -- protocol ------------------------------------------------------------------------------
 
@@ -293,15 +294,35 @@ class Worker:
         ref = build_reference(ns, dtype, self.device, seed)
         ref64 = copy.deepcopy(ref).to(torch.float64)
         inputs = build_inputs(ns, dtype, self.device, seed + 1)
+        if self.cuda:
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
         with torch.no_grad():
             out = ref(*inputs)
-        meta = [
-            (tuple(v.shape), v.dtype)
-            for _, v in flatten_outputs(out)
-            if isinstance(v, torch.Tensor)
-        ]
-        sizes = {**task.constants, **overrides}
-        return Shape(sizes, ns, init_inputs, ref, ref64, meta), out
+        leaves = [v for _, v in flatten_outputs(out) if isinstance(v, torch.Tensor)]
+        meta = [(tuple(v.shape), v.dtype) for v in leaves]
+        params = [*ref.parameters(), *ref.buffers()]
+        shape = Shape(
+            {**task.constants, **overrides},
+            ns,
+            init_inputs,
+            ref,
+            ref64,
+            meta,
+            overrides=dict(overrides),
+            seed=seed,
+            out_template=_template(out, torch),
+            input_bytes=_bytes([x for x in inputs if isinstance(x, torch.Tensor)]),
+            output_bytes=_bytes(leaves),
+            param_bytes=_bytes(params),
+        )
+        if self.cuda:
+            torch.cuda.synchronize()
+            # What one call needs: its inputs and the parameters, plus what forward allocates.
+            extra = torch.cuda.max_memory_allocated() - before
+            shape.ref_peak = extra + shape.input_bytes + shape.param_bytes
+        return shape, out
 
     def _inputs_ignore_seed(self, shape: Shape) -> bool:
         """True when two draws with different seeds give bitwise the same floating inputs."""
@@ -405,27 +426,25 @@ class Worker:
         try:
             ctx = self.context(request, config)
             self.phase(request, "candidate")
-            # Trusted setup may legitimately import modules that wrap watched functions; what
-            # the candidate changes is judged against the state right before it loads.
-            self.snapshot = checks.integrity_snapshot()
             evaluation = Evaluation(self, ctx, config, request, self.evaluations)
             result = evaluation.run(base)
-            recycle = False
         except Verdict as v:
             result = EvalResult(
                 status=v.status,
                 rule=v.rule,
                 message=v.message,
                 correctness=evaluation.correctness() if evaluation else None,
-                kernels=evaluation.kernels() if evaluation else (),
+                kernels=evaluation.kernels_so_far() if evaluation else (),
+                memory=evaluation.memory() if evaluation else None,
+                notes=(self.sandbox_note,) if self.sandbox_note else (),
                 **base,
             )
-            recycle = v.recycle or v.status not in _CLEAN_STATUSES
         finally:
             if evaluation is not None:
                 evaluation.cleanup()
         wall = time.monotonic() - started
-        return dataclasses.replace(result, wall_s=round(wall, 3)), recycle
+        # The judge ran no candidate code: whatever the candidate did, this process is sound.
+        return dataclasses.replace(result, wall_s=round(wall, 3)), False
 
     def baseline(self, request: dict[str, Any], config: EvalConfig) -> Baseline:
         from .roofline import roofline
@@ -445,10 +464,6 @@ class Worker:
             ctx = self.context(request, config)
         except Verdict as v:
             return Baseline(status="error", message=v.message, **base)
-        # As in evaluate(): the state to hold is the one after trusted setup, set_precision
-        # included (torch 2.11 on CUDA turns matmul.fp32_precision from 'none' to 'ieee' there,
-        # which the worker's start-up snapshot would otherwise count as a patch).
-        self.snapshot = checks.integrity_snapshot()
         setup = dict(ctx.setup_s)
         clock = _Stopwatch(setup)
         with clock("op_breakdown"):
@@ -465,7 +480,7 @@ class Worker:
             )
         self.phase(request, "timing")
         with clock("timing"):
-            timings = Evaluation(self, ctx, config, request, self.evaluations).time(None)
+            timings = Evaluation(self, ctx, config, request, self.evaluations).time(remote=False)
         bytes_, flops = ctx.work
         rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
         rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)
@@ -521,722 +536,45 @@ class Worker:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _warm_up_triton(self) -> None:
-        """Compile and launch one trusted kernel so Triton builds its launcher outside the guard."""
-        from .warmup import warm_up
-
-        warm_up(self.device)
-
-    def check_state(self, base_threads: set[int]) -> None:
-        """Sandbox denials, patched functions, precision flags, leftover threads -> rejected."""
-        if self.guard.violations:
-            v = self.guard.violations[0]
-            raise Verdict("rejected", v.message, rule=v.rule, recycle=True)
-        diff = checks.integrity_diff(self.snapshot, checks.integrity_snapshot())
-        if diff:
-            # Put back what was patched first: a patched builtin could break our own reply.
-            checks.integrity_restore(self.snapshot)
-            rule, what = diff[0]
-            raise Verdict(
-                "rejected",
-                f"the candidate changed {what}: patching torch, triton, "
-                "the timer or precision flags is not allowed",
-                rule=rule,
-                recycle=True,
-            )
-        extra = checks.python_threads() - base_threads
-        if extra:
-            raise Verdict(
-                "rejected",
-                f"the candidate left {len(extra)} Python thread(s) running: "
-                "all work must happen inside forward, on the calling thread",
-                rule="thread",
-                recycle=True,
-            )
-
-
-class Evaluation:
-    """The checks on one candidate, in order; any failure raises a Verdict."""
-
-    def __init__(self, worker: Worker, ctx: TaskContext, config: EvalConfig, request, serial: int):
-        self.w, self.ctx, self.config, self.request = worker, ctx, config, request
-        self.torch = worker.torch
-        self.module_name = f"kw_candidate_{serial}"
-        self.path = worker.home / f"{self.module_name}.py"
-        self.module = None
-        self.trials: list[Trial] = []
-        self.seeds: list[int] = []
-        self.max_abs = self.max_rel = 0.0
-        self.err64: float | None = None
-        self.eager64: float | None = None
-        self.limit64: float | None = None
-        self.deterministic: bool | None = None
-        self.mismatch: Mismatch | None = None
-        self.shapes_checked: list[dict[str, int]] = []
-        self.variant_checked = False
-        self.calls = 0
-        self.prev_outputs: collections.deque = collections.deque(maxlen=3)
-        self.base_threads = checks.python_threads()
-        self.phases: dict[str, float] = {}
-        self.step = _Stopwatch(self.phases)  # `with self.step("trials"):` times the block
-        self.timed_edge_cases = 0  # timed outputs past allclose but within float64 precision
-        self.edge_elements = 0  # the most elements of a checked output rescued that way
-
-    # -- the sequence --------------------------------------------------------------------------
-
-    def run(self, base: dict[str, Any]) -> EvalResult:
-        limit_cpu_seconds(self.config.cpu_time_s)
-        base = {**base, "phases_s": self.phases}
-        with self.step("load"):
-            model = self.load()
-        with self.step("trials"):
-            self.check_trials(model)
-        with self.step("same_address"):
-            self.check_same_address(model)
-        with self.step("drift"):
-            self.check_drift(model)
-        with self.step("variant"):
-            self.check_variant()
-        notes = list(self.ctx.notes)
-        if not self.w.cuda and self.ctx.dtype == self.w.torch.bfloat16:
-            notes.append(
-                "bf16 under the Triton interpreter, whose fp32 -> bf16 conversions truncate: the "
-                "precision limit allows one more bf16 ulp than on a GPU"
-            )
-        if self.deterministic is False:
-            notes.append(
-                "not bitwise deterministic: two calls on the same inputs differed "
-                "(within tolerance; atomics or split reductions do this)"
-            )
-        if self.edge_elements:
-            notes.append(
-                f"up to {self.edge_elements} element(s) of a checked output differed from "
-                "eager's beyond the allclose tolerance, each within eager's own worst error of a "
-                "float64 reference (an ill-conditioned output: both are rounding differently)"
-            )
-        if not self.w.cuda or not self.config.timing:
-            timings = (
-                _interpreter_timings()
-                if not self.w.cuda
-                else Timings(meaningful=False, note="timing disabled")
-            )
-            return EvalResult(
-                status="ok",
-                correctness=self.correctness(),
-                timings=timings,
-                kernels=self.kernels(),
-                notes=tuple(notes),
-                **base,
-            )
-        self.w.phase(self.request, "timing")
-        with self.step("timing"):
-            timings = self.time(candidate=model)
-        with self.step("drift"):
-            self.check_drift(model, calls=1, after="after timing")
-        if self.timed_edge_cases:
-            notes.append(
-                f"{self.timed_edge_cases} timed output(s) differed from eager's beyond the "
-                "allclose tolerance at some element but were as accurate as eager against a "
-                "float64 reference (an ill-conditioned output: both are rounding differently)"
-            )
-        return self.timed_result(base, timings, notes)
-
-    def timed_result(self, base, timings: Timings, notes: list[str]) -> EvalResult:
-        from .roofline import is_impossible, roofline
-
-        cand = timings.candidate.median_ms
-        bytes_, flops = self.ctx.work
-        rf = roofline(bytes_, flops, self.config.dtype, self.ctx.ceilings)
-        rf = dataclasses.replace(rf, fraction=rf.bound_ms / cand if cand > 0 else None)
-        if is_impossible(cand, rf.bound_ms):
-            raise Verdict(
-                "rejected",
-                f"median time {cand:.4f} ms is under the physical lower bound {rf.bound_ms:.4f} ms "
-                f"({_gb(bytes_)} moved at {rf.bandwidth_gbps:.0f} GB/s, {flops / 1e9:.2f} GFLOP at "
-                f"{rf.peak_tflops:.0f} TFLOP/s): the measured time cannot be the real work "
-                "(memoised outputs, work hidden from the timer?)",
-                rule="roofline",
-                recycle=True,
-            )
-        eager = timings.eager.median_ms if timings.eager else None
-        compiled = timings.compiled.median_ms if timings.compiled else None
-        return EvalResult(
-            status="ok",
-            correctness=self.correctness(),
-            timings=timings,
-            roofline=rf,
-            speedup_eager=eager / cand if eager and cand > 0 else None,
-            speedup_compiled=compiled / cand if compiled and cand > 0 else None,
-            kernels=self.kernels(),
-            notes=tuple(notes),
-            **base,
-        )
-
-    # -- loading -------------------------------------------------------------------------------
-
-    def load(self):
-        """Import the candidate and build ModelNew with the reference's parameters."""
-        source = self.request["source"]
-        self.path.write_text(source)
-        spec = importlib.util.spec_from_file_location(self.module_name, self.path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[self.module_name] = module
-        self.module = module
-        with self.candidate_code("importing the candidate"):
-            spec.loader.exec_module(module)
-        cls = getattr(module, "ModelNew", None)
-        if not isinstance(cls, type) or not issubclass(cls, self.torch.nn.Module):
-            raise Verdict(
-                "rejected", "the candidate defines no `class ModelNew(nn.Module)`", rule="model-new"
-            )
-        return self.build(cls, self.ctx.main)
-
-    def build(self, cls, shape: Shape):
-        from .task import load_parameters
-
-        self.check_signature(cls, shape)
-        torch = self.torch
-        # Built on the device: __init__'s parameters are overwritten with the reference's below,
-        # and a large weight initialised on the host costs seconds per evaluation.
-        with self.candidate_code("constructing ModelNew"), torch.device(self.w.device):
-            torch.manual_seed(0)
-            model = cls(*shape.init_inputs)
-            model = model.to(device=self.w.device)
-            model = model.to(self.ctx.dtype)
-        if not isinstance(model, torch.nn.Module):
-            raise Verdict(
-                "rejected", "ModelNew(...).to(...) did not return an nn.Module", rule="model-new"
-            )
-        model.train(shape.ref.training)
-        unmatched = load_parameters(shape.ref, model)
-        params = {name for name, _ in model.named_parameters()}
-        bad = [n for n in unmatched if n in params]
-        if bad:
-            ref_names = [n for n, _ in shape.ref.named_parameters()]
-            raise Verdict(
-                "rejected",
-                f"ModelNew's parameters {bad[:5]} match none of Model's ({ref_names[:8]}) by name "
-                "or by order and shape. Hold the same parameters as Model (same names, e.g. build "
-                "the same nn.Linear/nn.Conv2d submodules) so both get the same values.",
-                rule="parameters",
-            )
-        return model
-
-    def check_signature(self, cls, shape: Shape) -> None:
-        ref_params = _init_params(shape.ns["Model"])
-        new_params = _init_params(cls)
-        if ref_params != new_params:
-            raise Verdict(
-                "rejected",
-                f"ModelNew.__init__({', '.join(new_params)}) must take the same arguments as "
-                f"Model.__init__({', '.join(ref_params)})",
-                rule="signature",
-            )
-
-    # -- running candidate code ----------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def candidate_code(self, what: str):
-        """Run candidate code under the sandbox guard, turning its failures into verdicts."""
-        try:
-            with self.w.guard.active():
-                yield
-                if self.w.cuda:
-                    self.torch.cuda.synchronize()  # async faults surface here, inside the guard
-        except Verdict:
-            raise
-        except BaseException as e:  # candidate code may raise anything
-            self.w.check_state(self.base_threads)  # a sandbox denial explains the error best
-            raise self.classify(e, what) from None
-        self.w.check_state(self.base_threads)
-
-    def classify(self, e: BaseException, what: str) -> Verdict:
-        text = _candidate_traceback(e, str(self.path))
-        cuda_fault = self.w.cuda and _is_cuda_fault(e)
-        if isinstance(e, SystemExit):
-            return Verdict(
-                "runtime_error",
-                f"the candidate called exit() while {what}: a result "
-                "is judged by the evaluator, never reported by the candidate",
-                rule="exit",
-            )
-        if _is_compile_error(e):
-            return Verdict("compile_error", f"Triton compilation failed while {what}:\n{text}")
-        text_lower = str(e).lower()
-        if isinstance(e, getattr(self.torch.cuda, "OutOfMemoryError", ())) or (
-            isinstance(e, (RuntimeError, MemoryError))
-            and (
-                "out of memory" in text_lower
-                or "can't allocate memory" in text_lower
-                or isinstance(e, MemoryError)
-            )
-        ):
-            return Verdict(
-                "runtime_error", f"out of memory while {what}:\n{text}", rule="memory", recycle=True
-            )
-        return Verdict(
-            "runtime_error",
-            f"{type(e).__name__} while {what}:\n{text}",
-            rule="cuda-fault" if cuda_fault else None,
-            recycle=cuda_fault,
-        )
-
-    def call(self, model, inputs: list[Any], what: str):
-        """One forward call of the candidate; it must launch a Triton kernel of its own."""
-        launches.reset()
-        self.calls += 1
-        with self.candidate_code(what), self.torch.no_grad():
-            out = model(*inputs)
-        if not launches.launches(self.module_name):
-            raise Verdict(
-                "rejected",
-                f"{what}: ModelNew.forward launched no @triton.jit kernel "
-                "defined in the candidate file",
-                rule="no-triton-launch",
-            )
-        return out
-
-    # -- correctness ---------------------------------------------------------------------------
-
-    def reference(self, shape: Shape, pristine: list[Any]) -> tuple[Any, Any]:
-        torch = self.torch
-        with torch.no_grad():
-            ref = shape.ref(*_clone(pristine, torch))
-            ref64 = shape.ref64(*_to64(pristine, torch))
-        return ref, ref64
-
-    def fresh_inputs(self, shape: Shape) -> tuple[list[Any], list[Any]]:
-        from .task import build_inputs
-
-        seed = self.w.rng.randrange(2**31)
-        self.seeds.append(seed)
-        inputs = build_inputs(shape.ns, self.ctx.dtype, self.w.device, seed)
-        return inputs, _clone(inputs, self.torch)
-
-    def poison(self, shape: Shape) -> None:
-        """Fill the blocks the allocator will hand out next with NaN (or -1 for integers).
-
-        A candidate returning `torch.empty_like(x)` unwritten would otherwise get the memory of
-        a freed tensor that may hold the right answer (allocator result reuse).
-        """
-        torch = self.torch
-        blocks = []
-        for shp, dtype in shape.out_meta:
-            for _ in range(2):
-                t = torch.empty(shp, dtype=dtype, device=self.w.device)
-                t.fill_(float("nan") if dtype.is_floating_point else -1)
-                blocks.append(t)
-        del blocks
-
-    def checked_call(
-        self,
-        model,
-        shape: Shape,
-        args,
-        pristine,
-        what: str,
-        hint: str = "",
-        rule: str | None = None,
-        refs: tuple[Any, Any] | None = None,
-    ):
-        """Call the candidate, then check its inputs and its output against the reference.
-
-        The reference runs after the candidate (unless `refs` are given), so no freed block can
-        hold the right answer for this input when the candidate allocates its output.
-        """
-        out = self.call(model, args, what)
-        self.check_inputs(args, pristine, what)
-        ref, ref64 = refs if refs is not None else self.reference(shape, pristine)
-        self.check_output(out, ref, ref64, args, model, f"{what}{hint}", rule=rule)
-        return out, ref, ref64
-
-    def check_trials(self, model) -> None:
-        shape = self.ctx.main
-        self.shapes_checked.append(shape.sizes)
-        for t in range(self.config.trials):
-            inputs, pristine = self.fresh_inputs(shape)
-            self.poison(shape)
-            _, ref, ref64 = self.checked_call(model, shape, inputs, pristine, f"trial {t + 1}")
-            self.trials.append(Trial(pristine, ref, ref64))
-            if t == 0:
-                self.first_inputs = inputs
-
-    def check_same_address(self, model) -> None:
-        """New values in the same tensors (same data_ptr, same id): a cache keyed on them fails."""
-        from .compare import same_bits
-
-        shape, inputs = self.ctx.main, self.first_inputs
-        fresh, _ = self.fresh_inputs(shape)
-        for old, new in zip(inputs, fresh):
-            if isinstance(old, self.torch.Tensor):
-                old.copy_(new)
-        pristine = _clone(inputs, self.torch)
-        out, ref, ref64 = self.checked_call(
-            model,
-            shape,
-            inputs,
-            pristine,
-            "the call on the same input tensors refilled with new values",
-            hint=" (a result cached by data_ptr or id would be stale)",
-            rule="mismatch",
-        )
-        args = _clone(pristine, self.torch)
-        again, _, _ = self.checked_call(
-            model, shape, args, pristine, "the determinism check", rule="drift", refs=(ref, ref64)
-        )
-        pairs = zip(_tensors(out, self.torch), _tensors(again, self.torch))
-        self.deterministic = all(same_bits(a, b) for a, b in pairs)
-
-    def check_drift(self, model, calls: int | None = None, after: str = "") -> None:
-        n = self.config.drift_calls if calls is None else calls
-        for k in range(n):
-            trial = self.trials[k % len(self.trials)]
-            args = _clone(trial.pristine, self.torch)
-            what = f"repeated call {k + 1}" + (f" {after}" if after else "")
-            self.checked_call(
-                model,
-                self.ctx.main,
-                args,
-                trial.pristine,
-                what,
-                hint=" (right before, wrong now: state kept across calls?)",
-                rule="drift",
-                refs=(trial.ref, trial.ref64),
-            )
-
-    def check_variant(self) -> None:
-        shape = self.ctx.variant
-        if shape is None:
-            return
-        sizes = _sizes_text(shape.sizes)
-        try:
-            model = self.build(self.module.ModelNew, shape)
-            inputs, pristine = self.fresh_inputs(shape)
-            self.poison(shape)
-            self.checked_call(
-                model,
-                shape,
-                inputs,
-                pristine,
-                f"the other shape {sizes}",
-                hint=" (sizes hard-coded, or only part of the output computed?)",
-                rule="variant",
-            )
-        except Verdict as v:
-            if v.status == "incorrect":
-                v.rule = "variant"
-                v.message = f"correct at the task's shape, wrong at {sizes}: {v.message}"
-            raise
-        self.shapes_checked.append(shape.sizes)
-        self.variant_checked = True
-
-    def check_inputs(self, inputs: list[Any], pristine: list[Any], what: str) -> None:
-        from .compare import same_bits
-
-        for i, (a, b) in enumerate(zip(inputs, pristine)):
-            if isinstance(a, self.torch.Tensor) and not same_bits(a, b):
-                raise Verdict(
-                    "rejected",
-                    f"{what}: the candidate modified input {i} in place "
-                    "(inputs are checked after every call)",
-                    rule="input-mutation",
-                )
-
-    def check_output(self, out, ref, ref64, inputs, model, what: str, rule: str | None = None):
-        from .compare import (
-            TOLERANCES,
-            check_structure,
-            compare,
-            flatten_outputs,
-            precision_limit,
-            rel_error,
-            storages_overlap,
-        )
-
-        torch = self.torch
-        problem = check_structure(out, ref)
-        if problem is not None:
-            r, message = problem
-            status = "rejected" if r == "output-type" else "incorrect"
-            raise Verdict(status, f"{what}: {message}", rule=r)
-        outs = [v for _, v in flatten_outputs(out) if isinstance(v, torch.Tensor)]
-        owned = [p for p in model.parameters()] + [b for b in model.buffers()]
-        for o in outs:
-            for x in [i for i in inputs if isinstance(i, torch.Tensor)] + owned:
-                if storages_overlap(o, x):
-                    raise Verdict(
-                        "rejected",
-                        f"{what}: an output shares memory with an input or "
-                        "a parameter: return a freshly allocated tensor",
-                        rule="alias",
-                    )
-            for prev, _saved in self.prev_outputs:
-                if storages_overlap(o, prev):
-                    raise Verdict(
-                        "rejected",
-                        f"{what}: the output reuses the memory of an output "
-                        "returned by an earlier call: allocate a new output per call",
-                        rule="reuse",
-                    )
-        for prev, saved in self.prev_outputs:
-            if not _same(prev, saved, torch):
-                raise Verdict(
-                    "rejected",
-                    f"{what}: an output returned by an earlier call changed "
-                    "afterwards: the candidate writes into memory it already returned",
-                    rule="reuse",
-                )
-        for o in outs:
-            self.prev_outputs.append((o, o.clone()))
-        named_out, named_ref64 = dict(flatten_outputs(out)), dict(flatten_outputs(ref64))
-        for name, r in flatten_outputs(ref):
-            o = named_out[name]
-            if not isinstance(r, torch.Tensor):
-                continue
-            mismatch = compare(o, r, self.ctx.dtype)
-            if mismatch is not None and named_ref64.get(name) is not None:
-                # Past allclose of eager's output: the float64 reference decides (compare's doc).
-                near = mismatch
-                mismatch = compare(o, r, self.ctx.dtype, ref64=named_ref64[name])
-                if mismatch is None:
-                    self.edge_elements = max(self.edge_elements, near.count)
-            if mismatch is not None:
-                self.mismatch = mismatch
-                kind = "nan" if _has_bad_values(o, r, torch) else (rule or "mismatch")
-                raise Verdict("incorrect", f"{what}: {_mismatch_text(mismatch)}", rule=kind)
-            diff = (o.double() - r.double()).abs()
-            self.max_abs = max(self.max_abs, _finite_max(diff, torch))
-            # Relative to |expected| floored at atol/rtol: near-zero outputs (GELU of negatives)
-            # would otherwise report huge relative errors that mean nothing.
-            atol, rtol = TOLERANCES[self.ctx.dtype]
-            floor = atol / rtol if rtol else 1.0
-            self.max_rel = max(
-                self.max_rel, _finite_max(diff / r.double().abs().clamp_min(floor), torch)
-            )
-        for (name, o), (_, r), (_, r64) in zip(
-            flatten_outputs(out), flatten_outputs(ref), flatten_outputs(ref64)
-        ):
-            if not isinstance(r, torch.Tensor) or not r.dtype.is_floating_point:
-                continue
-            err, eager = rel_error(o, r64), rel_error(r, r64)
-            limit = precision_limit(
-                eager, self.ctx.dtype, self.config.precision, interpreter=not self.w.cuda
-            )
-            self.err64 = max(self.err64 or 0.0, err)
-            self.eager64 = max(self.eager64 or 0.0, eager)
-            self.limit64 = limit if self.limit64 is None else min(self.limit64, limit)
-            if err > limit:
-                raise Verdict(
-                    "incorrect",
-                    f"{what}: {name} is less accurate than PyTorch: relative error vs a float64 "
-                    f"reference {err:.2e}, eager PyTorch's {eager:.2e}, allowed {limit:.2e} "
-                    f"(policy {self.config.precision}). This is what TF32 or fp16/bf16 "
-                    "accumulation looks like: keep fp32 operands and accumulators "
-                    '(tl.dot(..., input_precision="ieee") for fp32), or run with '
-                    "--precision tf32-ok if TF32 is acceptable.",
-                    rule="precision",
-                )
-
-    # -- timing --------------------------------------------------------------------------------
-
-    def time(self, candidate) -> Timings:
-        """Interleaved timing of eager, torch.compile and the candidate.
-
-        Every round draws fresh inputs and all contenders get copies of the same draw, so no
-        output can be memoised across timed calls (no input is ever seen twice); the candidate's
-        output is checked against eager's on the same inputs in the same round.
-        """
-        from .compare import compare, flatten_outputs
-        from .task import build_inputs
-        from .timing import time_interleaved
-
-        torch, ctx, cfg = self.torch, self.ctx, self.config
-        rounds: dict[int, dict[str, Any]] = {}  # round -> pristine inputs and outputs so far
-
-        def prepare(i):
-            if i not in rounds:
-                seed = self.w.rng.randrange(2**31)
-                rounds[i] = {"pristine": build_inputs(ctx.main.ns, ctx.dtype, self.w.device, seed)}
-            return _clone(rounds[i]["pristine"], torch)
-
-        def eager(*args):
-            with torch.no_grad():
-                return ctx.main.ref(*args)
-
-        fns = {"eager": (prepare, eager)}
-        if ctx.compiled is not None:
-
-            def compiled(*args):
-                with torch.no_grad():
-                    return ctx.compiled(*args)
-
-            fns["compiled"] = (prepare, compiled)
-        failures: list[tuple[str, str]] = []  # (rule, what happened)
-        if candidate is not None:
-            guard = self.w.guard
-
-            def cand(*args):
-                with guard.active(), torch.no_grad():
-                    return candidate(*args)
-
-            fns["candidate"] = (prepare, cand)
-
-        def after_call(name, i, out, args):
-            state = rounds[i]
-            state[name] = True
-            if name == "candidate" and not failures:
-                if any(
-                    isinstance(a, torch.Tensor) and not _same(a, b, torch)
-                    for a, b in zip(args, state["pristine"])
-                ):
-                    failures.append(("input-mutation", f"timed call {i}: an input was modified"))
-                else:
-                    state["candidate_out"] = out
-            elif name == "eager" and candidate is not None:
-                state["eager_out"] = out
-            if "candidate_out" in state and "eager_out" in state and not failures:
-                out, ref = state.pop("candidate_out"), state.pop("eager_out")
-                pairs = zip(flatten_outputs(out), flatten_outputs(ref))
-                if any(
-                    isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None
-                    for (_, o), (_, r) in pairs
-                ):
-                    self.judge_timed_mismatch(i, out, ref, state["pristine"], failures)
-            if all(n in state for n in fns):  # the round is over: let its tensors go
-                del rounds[i]
-
-        limit_cpu_seconds(cfg.cpu_time_s)  # timing gets a CPU budget of its own
-        try:
-            samples = time_interleaved(
-                fns,
-                reps=cfg.reps,
-                warmup=cfg.warmup,
-                l2_flush=cfg.l2_flush,
-                after_call=after_call,
-                cuda_graphs=cfg.cuda_graphs,
-                head_start_us=cfg.head_start_us,
-            )
-        except Verdict:
-            raise
-        except BaseException as e:
-            self.w.check_state(self.base_threads)
-            raise self.classify(e, "timing") from None
-        self.w.check_state(self.base_threads)
-        if failures:
-            rule, what = failures[0]
-            status = "rejected" if rule == "input-mutation" else "incorrect"
-            raise Verdict(
-                status,
-                f"{what} (outputs of timed calls are checked too: "
-                "right during the checks, wrong while timed)",
-                rule=rule,
-            )
-        return Timings(
-            meaningful=True,
-            note=(
-                f"median of {cfg.reps} interleaved calls, fresh inputs every round, "
-                f"L2 flushed: {cfg.l2_flush}, GPU head start: {cfg.head_start_us:g} us"
-            ),
-            candidate=samples.get("candidate"),
-            eager=samples.get("eager"),
-            compiled=samples.get("compiled"),
-            compiled_error=ctx.compiled_error,
-            cuda_graphs=cfg.cuda_graphs,
-        )
-
-    def judge_timed_mismatch(self, i: int, out, ref, pristine, failures: list) -> None:
-        """A timed output outside the allclose tolerance of eager's, on inputs no check has seen.
-
-        Fresh inputs every round mean dozens of new draws per evaluation, and on an
-        ill-conditioned output (a long sum with cancellation) two equally accurate fp32 results
-        can differ by more than the tolerance at an element or two: on the H200, two launch
-        configurations of an honest matmul-then-sum kernel (level2/06), as accurate as eager
-        against float64 in their checks, failed a timed call that way. The float64 reference
-        of the round decides, as in the checks: an output whose error is within the precision
-        limit (PRECISION_FACTOR x eager's own, with its floor) and whose every element is within
-        compare's float64-widened tolerance is as right as eager's and passes, with a note; a
-        memoised, stale or partial output is orders of magnitude past both.
-        """
-        from .compare import compare, precision_limit, rel_error
-
-        torch = self.torch
-        try:
-            with torch.no_grad():
-                ref64 = self.ctx.main.ref64(*_to64(pristine, torch))
-            err, eager = rel_error(out, ref64), rel_error(ref, ref64)
-            elementwise = compare(out, ref, self.ctx.dtype, ref64=ref64)
-        except Exception as e:  # no float64 verdict here: the allclose miss stands
-            failures.append(("drift", f"timed call {i}: wrong result ({_one_line(e)})"))
-            return
-        limit = precision_limit(eager, self.ctx.dtype, self.config.precision)
-        if err > limit or elementwise is not None:
-            where = f"; {_mismatch_text(elementwise)}" if elementwise is not None else ""
-            failures.append(
-                (
-                    "drift",
-                    f"timed call {i}: wrong result (relative error vs float64 {err:.2e}, "
-                    f"eager's {eager:.2e}, allowed {limit:.2e}{where})",
-                )
-            )
-        else:
-            self.timed_edge_cases += 1
-
-    # -- reporting -----------------------------------------------------------------------------
-
-    def correctness(self) -> Correctness:
-        from .compare import TOLERANCES
-
-        atol, rtol = TOLERANCES[self.ctx.dtype]
-        return Correctness(
-            trials=len(self.trials),
-            seeds=tuple(self.seeds),
-            shapes=tuple(self.shapes_checked),
-            variant_checked=self.variant_checked,
-            variant_note=self.ctx.variant_note,
-            atol=atol,
-            rtol=rtol,
-            precision_policy=self.config.precision,
-            max_abs_err=self.max_abs,
-            max_rel_err=self.max_rel,
-            err_vs_fp64=self.err64,
-            eager_err_vs_fp64=self.eager64,
-            precision_limit=self.limit64,
-            deterministic=self.deterministic,
-            degenerate_task=self.ctx.degenerate,
-            mismatch=self.mismatch,
-        )
-
-    def kernels(self) -> tuple[KernelStats, ...]:
-        return launches.kernel_stats(self.module_name)
-
-    def cleanup(self) -> None:
-        lift_cpu_limit()
-        self.w.guard.reset()
-        sys.modules.pop(self.module_name, None)
-        self.module = None
-        self.trials.clear()
-        self.prev_outputs.clear()
-        self.first_inputs = None
-        gc.collect()
-        if self.w.cuda:
-            # After a CUDA fault the context is sticky-broken and this re-raises it; the verdict
-            # (runtime_error, cuda-fault) is already made and the worker will be replaced.
-            with contextlib.suppress(Exception):
-                self.torch.cuda.empty_cache()
-
 
 # -- small pure helpers ----------------------------------------------------------------------------
 
 
-def _init_params(cls) -> list[str]:
-    try:
-        sig = inspect.signature(cls.__init__)
-    except (TypeError, ValueError):
-        return []
-    return [
-        p.name if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) else f"*{p.name}"
-        for p in list(sig.parameters.values())[1:]
-    ]
+def _template(out: Any, torch) -> Any:
+    """The output's structure with every tensor replaced by a meta tensor of its shape and
+    dtype (structure checks need no values, and a task's outputs can fill the device)."""
+    if isinstance(out, torch.Tensor):
+        return torch.empty(out.shape, dtype=out.dtype, device="meta")
+    if isinstance(out, (tuple, list)):
+        return type(out)(_template(v, torch) for v in out)
+    if isinstance(out, dict):
+        return {k: _template(v, torch) for k, v in out.items()}
+    return out
+
+
+def _bytes(tensors: list[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _sandbox_device(torch, cuda: bool) -> str:
+    """ "cpu", or "cuda:M" with M the minor number of this judge's GPU's device node
+    (/dev/nvidiaM): the sandbox binds that node and no other GPU's."""
+    if not cuda:
+        return "cpu"
+    props = torch.cuda.get_device_properties(0)
+    bus = getattr(props, "pci_bus_id", None)
+    domain = getattr(props, "pci_domain_id", 0)
+    device = getattr(props, "pci_device_id", 0)
+    if bus is not None:
+        info = f"/proc/driver/nvidia/gpus/{domain:04x}:{bus:02x}:{device:02x}.0/information"
+        try:
+            with open(info) as f:
+                for line in f:
+                    if line.startswith("Device Minor:"):
+                        return f"cuda:{int(line.split(':')[1])}"
+        except (OSError, ValueError):
+            pass
+    return "cuda:all"
 
 
 def _clone(values: list[Any], torch) -> list[Any]:
@@ -1252,44 +590,11 @@ def _to64(values: list[Any], torch) -> list[Any]:
     ]
 
 
-def _tensors(out, torch) -> list[Any]:
-    from .compare import flatten_outputs
-
-    return [v for _, v in flatten_outputs(out) if isinstance(v, torch.Tensor)]
-
-
-def _same(a, b, torch) -> bool:
-    from .compare import same_bits
-
-    return a.shape == b.shape and a.dtype == b.dtype and same_bits(a, b)
-
-
 def _dtype_of(model, torch):
     for p in list(model.parameters()) + list(model.buffers()):
         if p.is_floating_point():
             return p.dtype
     return torch.get_default_dtype()
-
-
-def _has_bad_values(out, ref, torch) -> bool:
-    if not out.is_floating_point():
-        return False
-    return bool((~torch.isfinite(out) & torch.isfinite(ref.to(out.dtype))).any())
-
-
-def _finite_max(t, torch) -> float:
-    t = t[torch.isfinite(t)]
-    return float(t.max()) if t.numel() else 0.0
-
-
-def _mismatch_text(m: Mismatch) -> str:
-    first = "; ".join(
-        f"at {list(idx)} got {got:.6g} expected {exp:.6g}" for idx, got, exp in m.first_bad[:3]
-    )
-    return (
-        f"{m.output}: {m.count} of {m.total} elements differ "
-        f"(max abs error {m.max_abs_err:.3g}, max rel error {m.max_rel_err:.3g}); {first}"
-    )
 
 
 def _sizes_text(sizes: dict[str, int]) -> str:
@@ -1301,83 +606,12 @@ def _one_line(e: BaseException) -> str:
     return text[0][:300] if text else type(e).__name__
 
 
-def _gb(n: int) -> str:
-    return f"{n / 1e9:.3f} GB"
-
-
-def _candidate_traceback(e: BaseException, path: str) -> str:
-    """The exception with the candidate's own frames (file line numbers and source lines)."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == path]
-    lines = [f"  candidate.py line {f.lineno}, in {f.name}: {f.line}" for f in frames[-6:]]
-    message = "".join(traceback.format_exception_only(type(e), e)).strip()
-    if len(message) > 2500:
-        message = message[:2000] + "\n...\n" + message[-400:]
-    return "\n".join([*lines, message])
-
-
-def _is_compile_error(e: BaseException) -> bool:
-    """Triton rejected the kernel's source (on a GPU at compile time; under the interpreter, a
-    language error raised from triton/language, which InterpreterError wraps)."""
-    names = {c.__name__ for c in type(e).__mro__}
-    if names & {
-        "CompilationError",
-        "CompileTimeAssertionFailure",
-        "OutOfResources",
-        "PTXASError",
-        "UnsupportedLanguageConstruct",
-    }:
-        return True
-    language = f"{os.sep}triton{os.sep}language{os.sep}"
-    for err in (e, e.__cause__):
-        if err is None:
-            continue
-        tb = traceback.extract_tb(err.__traceback__)
-        if any(language in f.filename for f in tb[-3:]):
-            return True
-        if isinstance(err, AttributeError) and "triton.language" in str(err):
-            return True  # tl.foo: no such function
-    return False
-
-
-def _is_cuda_fault(e: BaseException) -> bool:
-    text = str(e).lower()
-    return any(
-        s in text
-        for s in (
-            "cuda error",
-            "illegal memory access",
-            "misaligned address",
-            "device-side assert",
-            "unspecified launch failure",
-        )
-    )
-
-
 def _interpreter_timings() -> Timings:
     return Timings(
         meaningful=False,
         note="no CUDA device: candidates ran under the Triton "
         "interpreter, which checks correctness only; times are not meaningful",
     )
-
-
-def install_guard(home: Path, private: Path, also_trusted: Iterable[str] = ()) -> checks.Guard:
-    """The worker's guard: candidate code writes only under `home` and reads only there and in
-    the installation; `private` (torch.compile's generated code for the reference, which
-    candidate code can neither read nor write) is the evaluator's own code.
-
-    Under the candidate's home, inductor's generated modules counted as candidate code: torch's
-    guard code generated while one was on the stack was then judged the candidate's, and timing
-    the baseline of any task after a first candidate had run tripped the introspection rule.
-    also_trusted: more directories of evaluator code (a test's harness).
-    """
-    guard = checks.Guard()
-    guard.install(
-        writable_roots=[str(home)],
-        readable_roots=_readable_roots(home),
-        trusted_code=[str(private), *also_trusted],
-    )
-    return guard
 
 
 def _drop_from_import_path(home: Path) -> None:
@@ -1422,30 +656,7 @@ def _environ(name: str, value: str):
             os.environ[name] = old
 
 
-def _readable_roots(home: Path) -> list[str]:
-    roots = {
-        str(home),
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        "/usr",
-        "/lib",
-        "/lib64",
-        "/etc",
-        "/opt",
-        "/proc/self",
-        f"/proc/{os.getpid()}",
-        "/sys",
-        "/dev",
-        "/bin",
-        "/sbin",
-        "/run/nvidia-persistenced",
-    }
-    roots.update(p for p in sys.path if p and os.path.isdir(p))
-    return sorted(roots)
-
-
-def _environment(torch, cuda: bool, layers: tuple[str, ...]) -> Environment:
+def _environment(torch, cuda: bool, layers: tuple[str, ...], note: str = "") -> Environment:
     import triton
 
     gpu = driver = cuda_version = ""
@@ -1465,6 +676,7 @@ def _environment(torch, cuda: bool, layers: tuple[str, ...]) -> Environment:
         python=platform.python_version(),
         interpreter=not cuda,
         isolation=layers,
+        sandbox_note=note,
     )
 
 
@@ -1480,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--private", required=True)
     parser.add_argument("--gpu-memory-fraction", type=float, default=0.9)
     parser.add_argument("--max-file-mb", type=int, default=512)
+    parser.add_argument("--no-os-sandbox", action="store_true")
     args = parser.parse_args(argv)
     faulthandler.enable()  # a segfault leaves the Python stack in the log for the critic
     layers = set_limits(max_file_mb=args.max_file_mb)
@@ -1490,14 +703,27 @@ def main(argv: list[str] | None = None) -> int:
     home = Path(args.home)
     _drop_from_import_path(home)
     os.chdir(home)
-    worker = Worker(args.device, home, Path(args.private), out, layers, args.gpu_memory_fraction)
+    # On CPU the zygote starts now and imports torch while this process does; on a GPU it needs
+    # the device's node, known once torch has initialised CUDA here.
+    sandbox = (
+        Sandbox("cpu", home, os_sandbox=not args.no_os_sandbox) if args.device == "cpu" else None
+    )
+    worker = Worker(
+        args.device,
+        home,
+        Path(args.private),
+        out,
+        layers,
+        args.gpu_memory_fraction,
+        sandbox=sandbox,
+        os_sandbox=not args.no_os_sandbox,
+    )
     worker.serve(sys.stdin)
     out.flush()
     return 0
 
 
 if __name__ == "__main__":
-    # Exit without running atexit handlers or finalizers a candidate may have registered.
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1261,7 +1261,7 @@ import importlib.util, json, os, sys
 from pathlib import Path
 
 from kernelwright.sandbox.isolation import worker_env
-from kernelwright.sandbox.worker import install_guard
+from kernelwright.sandbox.candidate import install_guard
 
 home, private = Path(os.environ["KW_HOME"]), Path(os.environ["KW_PRIVATE"])
 env = worker_env(dict(os.environ), home=home, private=private, device="cpu")
@@ -1475,7 +1475,7 @@ import torch
 from kernelwright.agents.fusion import generate
 from kernelwright.sandbox.task import build_inputs, build_reference, load_task, task_namespace
 from kernelwright.sandbox.tritoncompat import fix_interpreter_index
-from kernelwright.sandbox.worker import install_guard
+from kernelwright.sandbox.candidate import install_guard
 
 fix_interpreter_index()  # as the worker does (triton 3.6's interpreter with NumPy 2.4)
 home, private = Path(os.environ["KW_HOME"]), Path(os.environ["KW_PRIVATE"])

@@ -9,7 +9,7 @@ import types
 import torch
 
 from kernelwright.sandbox.config import EvalConfig
-from kernelwright.sandbox.worker import Evaluation
+from kernelwright.sandbox.evaluation import Evaluation
 
 
 class MatmulSum(torch.nn.Module):

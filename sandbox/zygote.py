@@ -1,0 +1,185 @@
+"""The zygote: a warm process in the sandbox that forks one fresh candidate process per candidate.
+
+Started by the judge (worker.py) as `python -m kernelwright.sandbox.zygote --control-fd N
+--device D`, under bubblewrap where it runs. It imports torch, Triton and the candidate-side
+code once, never initialises CUDA (a forked child could not use a context its parent made),
+and then, per candidate, forks a child that gets its own session, directory, Triton cache and
+limits and serves the judge on a socket of its own (candidate.py). The child pays for its own
+CUDA context and compile, not for imports: on CPU a fork takes ~10 ms where a fresh interpreter
+with torch takes ~2 s.
+
+Control requests (JSON over a SEQPACKET socket, see transport.py):
+- {"op": "spawn", ...} with [candidate socket, log file] attached: fork; reply {"pid": N}.
+- {"op": "reap", "pid": N}: kill the child's process group and, in the sandbox's own PID
+  namespace, every process but this one and its init; reply how the child ended.
+Nothing a candidate leaves behind (signal handlers, threads, patched modules, files) outlives
+it: the next candidate is a new fork of this untouched process, in a new directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import signal
+import sys
+import time
+from pathlib import Path
+
+from . import transport
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--pid-namespace", action="store_true")
+    parser.add_argument("--isolate-network", action="store_true")
+    args = parser.parse_args(argv)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    layers = []
+    if args.isolate_network:
+        from .isolation import isolate_network
+
+        if isolate_network():
+            layers.append("netns")
+    import socket
+
+    control = socket.socket(fileno=args.control_fd)
+    started = time.monotonic()
+    _warm(args.device)
+    transport.send(
+        control,
+        {"ready": os.getpid(), "layers": layers, "warm_s": round(time.monotonic() - started, 3)},
+    )
+    children: set[int] = set()
+    while True:
+        try:
+            got = transport.receive(control, None)
+        except (transport.PeerGone, transport.ProtocolError):
+            return 0
+        if got is None:
+            continue
+        m = got.message
+        if m.get("op") == "spawn" and len(got.fds) == 2:
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                _child(m, got.fds[0], got.fds[1], args.device)  # never returns
+            got.close()
+            children.add(pid)
+            transport.send(control, {"pid": pid})
+        elif m.get("op") == "reap":
+            got.close()
+            pid = int(m.get("pid", 0))
+            status = _reap(pid, args.pid_namespace)
+            children.discard(pid)
+            _collect_zombies(children)
+            transport.send(control, {"status": status})
+        else:
+            got.close()
+            transport.send(control, {"error": f"unknown request {str(m.get('op'))[:40]!r}"})
+
+
+def _warm(device: str) -> None:
+    """Import everything a candidate process needs; on CPU also run one interpreted kernel."""
+    import torch
+    import torch._dynamo
+
+    from . import candidate, launches, timing, tritoncompat  # noqa: F401
+
+    tritoncompat.fix_interpreter_index()
+    launches.install()
+    if device == "cpu":
+        from .warmup import warm_up
+
+        warm_up(torch.device("cpu"))
+        launches.reset()
+
+
+def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
+    """The candidate process: its own session, directory, limits; then serve the judge."""
+    code = 0
+    try:
+        os.setsid()
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        os.close(log_fd)
+        os.closerange(3, sock_fd)  # nothing of the zygote's but the candidate's own socket
+        home = Path(m["home"])
+        os.chdir(home)
+        os.environ.update(
+            HOME=str(home), TMPDIR=str(home), TRITON_CACHE_DIR=str(home / "triton"), **m["env"]
+        )
+        sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+        size = int(m["max_file_mb"]) * 2**20
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        import socket
+
+        import torch
+
+        from .candidate import CandidateServer
+        from .isolation import limit_cpu_seconds
+
+        limit_cpu_seconds(float(m["cpu_time_s"]))
+        if device != "cpu":
+            torch.cuda.set_device(0)
+            fraction = float(m.get("gpu_memory_fraction", 0.9))
+            torch.cuda.set_per_process_memory_fraction(fraction, 0)
+        sock = socket.socket(fileno=sock_fd)
+        dtype = transport.DTYPES[m["dtype"]]
+        CandidateServer(sock, device, home, dtype, m.get("precision", "strict")).serve()
+    except BaseException:  # the judge sees the socket close and asks how the child ended
+        import traceback
+
+        traceback.print_exc()
+        code = 70
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # no atexit handler or finalizer a candidate registered runs
+
+
+def _reap(pid: int, own_namespace: bool) -> dict:
+    """Kill the candidate's group (and, in our own PID namespace, every stray process) and wait."""
+    if pid > 0:
+        for target in (-pid, pid):
+            try:
+                os.kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    if own_namespace:
+        me = os.getpid()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) not in (1, me):
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+    if pid <= 0:
+        return {}
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return {}
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    return {"exit": os.WEXITSTATUS(status)}
+
+
+def _collect_zombies(children: set[int]) -> None:
+    """Reap grandchildren re-parented to us (we are the subreaper's child only in a namespace)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
