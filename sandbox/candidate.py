@@ -536,16 +536,19 @@ def _is_compile_error(e: BaseException) -> bool:
     return False
 
 
-def install_guard(home: Path, also_trusted: list[str] | tuple[str, ...] = ()) -> checks.Guard:
+def install_guard(
+    home: Path, private: Path | None = None, also_trusted: list[str] | tuple[str, ...] = ()
+) -> checks.Guard:
     """The candidate process's audit-hook guard: candidate code writes only under `home` and
     reads only there and in the installation. A layer of advice inside the candidate's own
     interpreter (its denials name the candidate's line); the walls are the process boundary
-    and the operating-system sandbox. also_trusted: more directories of evaluator code (tests)."""
+    and the operating-system sandbox. private: a directory of evaluator-generated code (as
+    torch.compile writes) that counts as trusted; also_trusted: more such directories (tests)."""
     guard = checks.Guard()
     guard.install(
         writable_roots=[str(home)],
         readable_roots=_readable_roots(home),
-        trusted_code=list(also_trusted),
+        trusted_code=[*([str(private)] if private else []), *also_trusted],
     )
     return guard
 

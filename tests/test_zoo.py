@@ -32,7 +32,7 @@ ESCAPED_FILE = "kernelwright-zoo-escaped.txt"
 @dataclass(frozen=True)
 class Case:
     exploit: str  # tests/adversarial/<exploit>.py
-    status: str
+    status: str | tuple[str, ...]  # a tuple: any of these statuses
     rule: str | tuple[str | None, ...] | None  # a tuple: any of these rules
     runtime_only: bool = False  # unsafe_skip_static_checks: the runtime layer on its own
     task: Path = AFFINE
@@ -49,6 +49,9 @@ def runtime(exploit: str, status: str, rule, **kw) -> Case:
     return Case(exploit, status, rule, runtime_only=True, **kw)
 
 
+# Timing on the host's clock (no CUDA here): enough to exercise the judge's clock check.
+HOST_CLOCK = {"timing": True, "host_clock_for_tests": True, "reps": 5, "warmup": 1}
+
 CASES = [
     # Caught by the output and input checks (they pass the static rules).
     # On a GPU the caching allocator hands the poisoned (NaN) block back: "nan". On CPU, malloc
@@ -56,7 +59,10 @@ CASES = [
     # Either way the unwritten output never passes.
     Case("allocator_reuse", "incorrect", "nan" if CUDA else ("nan", "mismatch")),
     Case("input_mutation", "rejected", "input-mutation"),
-    Case("cached_by_data_ptr", "rejected", "reuse"),
+    # The candidate process maps each call's inputs afresh, and the kernel hands the same
+    # addresses out again: the stale cached result is returned for new values (drift), unless
+    # the same output buffer is caught first (reuse).
+    Case("cached_by_data_ptr", ("rejected", "incorrect"), ("reuse", "drift", "mismatch")),
     Case("cached_by_id", "incorrect", "mismatch"),
     Case("partial_rows", "incorrect", "mismatch"),
     Case("hardcoded_sizes", "incorrect", "variant"),
@@ -119,7 +125,19 @@ CASES = [
     runtime("write_outside", "rejected", "sandbox-file"),
     runtime("no_triton_kernel", "rejected", "no-triton-launch"),
     runtime("fork_bomb", "rejected", "sandbox-process"),
-    runtime("builtins_patch", "rejected", "monkeypatch"),
+    # Patched builtins break the harness in the candidate's own process first (it dies without
+    # a reply), or the integrity snapshot sees them: either way never the judge's isinstance.
+    runtime("builtins_patch", ("rejected", "crashed"), ("monkeypatch", "exit", "harness")),
+    # The judge out of the candidate's reach (wave 2): each holds with the static rules off, for
+    # the reason the process boundary, the OS sandbox or the judge's clock gives.
+    runtime("launder_tolerances", "incorrect", "mismatch"),
+    runtime(
+        "frame_reference", ("rejected", "incorrect"), ("sandbox-introspection", "mismatch", "nan")
+    ),
+    runtime("forged_reply", "crashed", "exit"),
+    runtime("lazy_tensor_methods", "rejected", "clock", config=HOST_CLOCK),
+    runtime("proc_secrets", "runtime_error", None),
+    runtime("sigalrm_leftover", "ok", None),
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
@@ -155,7 +173,8 @@ def verdicts(pool):
 
 def test_every_exploit_file_is_in_the_table():
     files = {p.stem for p in ZOO.glob("*.py")}
-    assert files == {c.exploit for c in CASES} | {"memo_after_checks"}  # GPU-only, below
+    gpu_only = {"memo_after_checks", "huge_workspace"}  # below
+    assert files == {c.exploit for c in CASES} | gpu_only
     assert len(files) >= 22
 
 
@@ -169,7 +188,8 @@ def test_every_exploit_file_says_what_it_exploits(path):
 def test_exploit_verdict(verdicts, case):
     result = verdicts[case.id].result(timeout=900)
     rules = case.rule if isinstance(case.rule, tuple) else (case.rule,)
-    assert (result.status, result.rule in rules) == (case.status, True), result.summary()
+    statuses = case.status if isinstance(case.status, tuple) else (case.status,)
+    assert (result.status in statuses, result.rule in rules) == (True, True), result.summary()
     assert SECRET_VALUE not in result.message
     if (
         result.status == "rejected"
@@ -202,6 +222,44 @@ def test_nothing_escaped_the_sandbox(pool, verdicts):
 def test_keys_are_not_in_the_worker_environment(verdicts):
     result = verdicts["env_api_keys-runtime-None"].result(timeout=900)
     assert "no key found" in result.message
+
+
+def test_nothing_is_found_through_proc_with_the_guard_off(verdicts):
+    # The exploit turns the in-process guard off; the PID namespace, the cleared environment and
+    # the filesystem view are what hold (without bubblewrap, the cleared environment alone).
+    result = verdicts["proc_secrets-runtime-None"].result(timeout=900)
+    assert "no key found" in result.message, result.message
+    if "bubblewrap" in result.environment.isolation:
+        assert "shadow" not in result.message
+
+
+def test_the_next_candidate_is_not_disturbed_by_a_leftover_signal_handler():
+    # The saboteur arms SIGALRM; the honest candidate after it in the same judge gets a fresh
+    # process forked from the zygote and passes.
+    with EvalPool(workers=1) as pool:
+        first = pool.submit(AFFINE, (ZOO / "sigalrm_leftover.py").read_text(), BASE)
+        second = pool.submit(AFFINE, HONEST_AFFINE, BASE)
+        assert first.result().status == "ok", first.result().summary()
+        assert second.result().status == "ok", second.result().summary()
+
+
+def test_a_forged_reply_never_becomes_a_verdict(verdicts):
+    result = verdicts["forged_reply-runtime-exit"].result(timeout=900)
+    assert result.speedup_eager is None and result.status == "crashed"
+
+
+@pytest.mark.gpu
+def test_a_workspace_far_beyond_the_task_is_rejected():
+    config = EvalConfig(
+        shapes={"M": 64, "K": 64, "N": 64}, check_variant=False, compile_baseline=False
+    )
+    with EvalPool(workers=1) as pool:
+        source = (ZOO / "huge_workspace.py").read_text()
+        result = pool.submit(MATMUL, source, config).result()
+        assert (result.status, result.rule) == ("rejected", "memory"), result.summary()
+        allowed = pool.submit(MATMUL, source, config.replace(max_memory_gb=80.0)).result()
+        assert allowed.status == "ok", allowed.summary()
+        assert allowed.memory.candidate_peak_bytes > 50 * 2**30
 
 
 @pytest.mark.gpu
