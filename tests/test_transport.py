@@ -1,0 +1,72 @@
+"""The judge's channel to a candidate process: messages bounded, tensors rebuilt only when they fit."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from kernelwright.sandbox import transport
+
+
+def _roundtrip(t: torch.Tensor, keep_layout: bool) -> tuple[torch.Tensor, tuple[int, ...]]:
+    buffer, _ = transport.export(t, keep_layout=keep_layout)
+    desc = transport.describe(t, 0, contiguous=not keep_layout)
+    other, view = transport.rebuild(desc, [buffer.fd], max_bytes=1 << 30)
+    copy, stride = view.clone(), view.stride()
+    del view
+    other.close()
+    buffer.close()
+    return copy, stride
+
+
+@pytest.mark.parametrize("keep_layout", [True, False])
+def test_tensors_come_back_bit_for_bit_with_their_layout(keep_layout):
+    base = torch.randn(6, 42, 123)
+    for t in (base, base.transpose(0, 2), base[:, 3:40:3, 1:], base[:1].expand(5, 42, 123)):
+        back, stride = _roundtrip(t, keep_layout)
+        assert back.shape == t.shape and torch.equal(back, t)
+        if keep_layout:
+            assert stride == t.stride()  # a transposed or expanded input stays so
+
+
+def test_a_description_reaching_past_its_buffer_is_refused():
+    t = torch.arange(16, dtype=torch.float32)
+    buffer, _ = transport.export(t, keep_layout=False)
+    desc = transport.describe(t, 0, contiguous=True)
+    for bad in (
+        {**desc, "shape": [1 << 20]},  # more elements than the buffer holds
+        {**desc, "stride": [4096]},  # strides that leave it
+        {**desc, "offset": 15, "shape": [2]},
+        {**desc, "dtype": "object"},
+        {**desc, "shape": [-1], "stride": [1]},
+        {**desc, "fd": 3},  # a descriptor the message does not carry
+    ):
+        with pytest.raises(transport.ProtocolError):
+            transport.rebuild(bad, [buffer.fd], max_bytes=1 << 30)
+    with pytest.raises(transport.ProtocolError):
+        transport.rebuild(desc, [buffer.fd], max_bytes=8)  # bigger than the judge expects
+    buffer.close()
+
+
+def test_oversized_and_non_json_messages_are_protocol_errors():
+    a, b = transport.channel_pair()
+    try:
+        with pytest.raises(transport.ProtocolError):
+            transport.send(a, {"x": "y" * (transport.MAX_MESSAGE_BYTES + 1)})
+        a.send(b"not json")
+        with pytest.raises(transport.ProtocolError):
+            transport.receive(b, 1.0)
+        r, w = os.pipe()
+        transport.send(a, {"op": "ping"}, [r])
+        got = transport.receive(b, 1.0)
+        assert got.message == {"op": "ping"} and len(got.fds) == 1
+        got.close()
+        os.close(r)
+        os.close(w)
+        a.close()
+        with pytest.raises(transport.PeerGone):
+            transport.receive(b, 1.0)
+    finally:
+        b.close()
