@@ -1,4 +1,4 @@
-"""The judge's channel to a candidate process: messages bounded, tensors rebuilt only when they fit."""
+"""The judge's channel to a candidate: bounded messages, tensors rebuilt only if they fit."""
 
 from __future__ import annotations
 
