@@ -653,7 +653,8 @@ class Evaluation:
                     isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None
                     for (_, o), (_, r) in pairs
                 ):
-                    self.judge_timed_mismatch(i, out, ref, state["seed"], failures)
+                    pristine = self.regenerate(ctx.main, state["seed"])
+                    self.judge_timed_mismatch(i, out, ref, pristine, failures)
             if all(n in state for n in fns):
                 del rounds[i]
 
@@ -688,7 +689,7 @@ class Evaluation:
             cuda_graphs=cfg.cuda_graphs,
         )
 
-    def judge_timed_mismatch(self, i: int, out, ref, seed: int, failures: list) -> None:
+    def judge_timed_mismatch(self, i: int, out, ref, pristine: list, failures: list) -> None:
         """A timed output outside the allclose tolerance of eager's, on inputs no check has seen.
 
         On an ill-conditioned output two equally accurate fp32 results can differ by more than
@@ -701,7 +702,6 @@ class Evaluation:
 
         torch = self.torch
         try:
-            pristine = self.regenerate(self.ctx.main, seed)
             with torch.no_grad():
                 ref64 = self.ctx.main.ref64(*_to64(pristine, torch))
             err, eager = rel_error(out, ref64), rel_error(ref, ref64)
@@ -761,7 +761,7 @@ class Evaluation:
         with torch.no_grad():
             ref = ctx.main.ref(*inputs)
         if compare(out, ref, ctx.dtype) is not None:
-            self.judge_timed_mismatch(k, out, ref, seeds[k], failures := [])
+            self.judge_timed_mismatch(k, out, ref, inputs, failures := [])
             if failures:
                 raise Verdict(
                     "incorrect", f"the clock check's call {k}: {failures[0][1]}", rule="drift"
