@@ -148,6 +148,8 @@ class Nightly:
                 listeners=[plain_listener(self.out, prefix)],
                 pool=self.pool,
             )
+        except BrokenPipeError:  # the reader of our output left (`| head`): stop the night
+            raise
         except Exception as e:  # a failed search is reported; the other tasks still run tonight
             outcome.error = f"search failed: {type(e).__name__}: {e}"
             return
