@@ -407,6 +407,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             f"failed: {', '.join(o.label for o in bad)}",
             file=sys.stderr,
         )
+        internal = [o for o in bad if o.evaluator_error]
+        if internal:
+            print(
+                f"kernelwright: {len(internal)} of them are evaluator errors, kernelwright's "
+                f"fault and not the kernels' (their kernels were kept, not measured): "
+                f"{', '.join(o.label for o in internal)}",
+                file=sys.stderr,
+            )
         return EXIT_NEGATIVE
     print(f"nightly {night}: {len(outcomes)} task(s), no regression")
     return EXIT_OK
