@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import os
 import signal
 import sys
 import threading
@@ -12,12 +13,58 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input.
+# Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input;
+# 130, 141 and 143 are 128 + SIGINT, SIGPIPE and SIGTERM, as for a process those signals killed.
 EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
+EXIT_BROKEN_PIPE = 141
 
 
 class UserError(Exception):
     """A problem with what the user asked for: printed as one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that answers a bad argument with one line, what was wrong and where the options
+    are listed, instead of the usage block (16 lines for optimize) above the one that matters."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UserError(f"{message} (`{self.prog} --help` lists the options)")
+
+
+def _at_least(minimum: int):
+    """An argparse type: an integer no smaller than `minimum` (--rounds 0 would still run one)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _number(low: float, high: float | None = None, *, low_open: bool = False):
+    """An argparse type: a finite float in [low, high] (low excluded when `low_open`)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        below = value <= low if low_open else value < low
+        if value != value or below or (high is not None and value > high):
+            bound = f"above {low:g}" if low_open else f"at least {low:g}"
+            bound += f" and at most {high:g}" if high is not None else ""
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
+        return value
+
+    return parse
+
+
+_COUNT = _at_least(1)
 
 
 def _shape(text: str) -> tuple[str, int]:
@@ -34,9 +81,12 @@ def _duration(text: str) -> float:
     from .agents.config import parse_duration
 
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be longer than 0 s, got {text!r}")
+    return seconds
 
 
 def _night(text: str) -> str:
@@ -177,7 +227,7 @@ def _search_flags(args: argparse.Namespace) -> dict:
 
 def _run_config(args: argparse.Namespace, **overrides):
     """The RunConfig of a search command (flags, then KERNELWRIGHT_*, then defaults), with the
-    results store beside the runs directory unless --db or KERNELWRIGHT_DB says otherwise."""
+    results store inside the runs directory unless --db or KERNELWRIGHT_DB says otherwise."""
     from .agents.config import resolve_config
     from .agents.preflight import PreflightError, check_models
     from .agents.records import default_db_path
@@ -233,13 +283,28 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         except PreflightError as e:
             raise UserError(str(e)) from None
     store, run = _open_store(db), None
+    started: dict[str, str] = {}  # the run's id as soon as it has one, for an interruption
+
+    def note_run_id(event: dict[str, Any]) -> None:
+        if event.get("event") in ("run.start", "run.resume"):
+            started.setdefault("run_id", event["run_id"])
+
     try:
         with progress_view(sys.stdout) as listener:
-            run = optimize(config, args.task, resume=args.resume, listeners=[listener])
+            run = optimize(config, args.task, resume=args.resume, listeners=[note_run_id, listener])
     except (TaskError, ValueError) as e:
         raise UserError(str(e)) from None
+    except (KeyboardInterrupt, BrokenPipeError):
+        if "run_id" in started:
+            where = "" if args.out is None else f" --out {args.out}"
+            print(
+                f"kernelwright: run {started['run_id']} was interrupted and is resumable: "
+                f"kernelwright optimize --resume {started['run_id']}{where}",
+                file=sys.stderr,
+            )
+        raise
     finally:
-        run_id = run["run_id"] if run else args.resume
+        run_id = run["run_id"] if run else started.get("run_id", args.resume)
         if run_id and (Path(config.out_dir) / run_id / "run.json").is_file():
             sync_run(store, Path(config.out_dir) / run_id)
     print(f"run directory: {Path(config.out_dir) / run['run_id']}")
@@ -342,6 +407,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             f"failed: {', '.join(o.label for o in bad)}",
             file=sys.stderr,
         )
+        internal = [o for o in bad if o.evaluator_error]
+        if internal:
+            print(
+                f"kernelwright: {len(internal)} of them are evaluator errors, kernelwright's "
+                f"fault and not the kernels' (their kernels were kept, not measured): "
+                f"{', '.join(o.label for o in internal)}",
+                file=sys.stderr,
+            )
         return EXIT_NEGATIVE
     print(f"nightly {night}: {len(outcomes)} task(s), no regression")
     return EXIT_OK
@@ -395,12 +468,13 @@ def _columns(rows: list[tuple[str, ...]]) -> str:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from .agents.records import default_db_path, list_runs
+    from .agents.rundir import INTERRUPTED
 
     db = args.db or default_db_path(args.out)
     store = _open_store(db) if Path(db).is_file() else None
     runs = list_runs(store, args.out)[: args.limit]
     if not runs:
-        print(f"no runs under {args.out} or in {db}")
+        print(f"no runs under {args.out}")
         return EXIT_OK
     rows = [("run", "task", "date", "status", "best", "stop reason")]
     for r in runs:
@@ -409,8 +483,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
             if r.best_speedup is not None
             else ("verified" if r.verified else "-")
         )
-        rows.append((r.id, r.task, r.created[:19], r.status, best, r.stop_reason or "-"))
+        status = f"{r.status} (resumable)" if r.status == INTERRUPTED else r.status
+        rows.append((r.id, r.task, r.created[:19], status, best, r.stop_reason or "-"))
     print(_columns(rows))
+    if any(r.status == INTERRUPTED for r in runs):
+        where = "" if args.out == "runs" else f" --out {args.out}"
+        print(
+            f"\ninterrupted runs continue from their last completed step: kernelwright optimize "
+            f"--resume RUN_ID{where} (a chat: kernelwright chat --resume RUN_ID{where})"
+        )
     return EXIT_OK
 
 
@@ -489,21 +570,25 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
     p.add_argument("--planner-model", help="the planner's model (default: --model)")
     p.add_argument("--coder-model", help="the coder's model (default: --model)")
     p.add_argument("--critic-model", help="the critic's model (default: --model)")
-    p.add_argument("--rounds", type=int, help="at most this many rounds (default 5)")
-    p.add_argument("--candidates", type=int, help="candidates per round (default 3)")
+    p.add_argument("--rounds", type=_COUNT, help="at most this many rounds (default 5)")
+    p.add_argument("--candidates", type=_COUNT, help="candidates per round (default 3)")
     p.add_argument(
         "--patience",
-        type=int,
+        type=_COUNT,
         help="stop after this many rounds without a better kernel (default 2)",
     )
     p.add_argument(
-        "--margin", type=float, help="relative gain that counts as better (default 0.02)"
+        "--margin", type=_number(0.0), help="relative gain that counts as better (default 0.02)"
     )
     p.add_argument(
-        "--roofline-target", type=float, help="stop at this fraction of the roofline (default 0.9)"
+        "--roofline-target",
+        type=_number(0.0, 1.0, low_open=True),
+        help="stop at this fraction of the roofline (default 0.9)",
     )
-    p.add_argument("--budget-usd", type=float, help="stop once LLM calls cost this much")
-    p.add_argument("--budget-tokens", type=int, help="stop once LLM calls used this many tokens")
+    p.add_argument(
+        "--budget-usd", type=_number(0.0, low_open=True), help="stop once LLM calls cost this much"
+    )
+    p.add_argument("--budget-tokens", type=_COUNT, help="stop once LLM calls used this many tokens")
     names = ["--time-budget", "--budget"] if budget_alias else ["--time-budget"]
     p.add_argument(
         *names,
@@ -527,8 +612,8 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
         help="set a size constant of the task (repeatable)",
     )
     p.add_argument("--precision", choices=["strict", "tf32-ok"], default=None)
-    p.add_argument("--trials", type=int, help="correctness trials per candidate (default 3)")
-    p.add_argument("--workers", type=int, help="evaluator worker processes")
+    p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")
+    p.add_argument("--workers", type=_COUNT, help="evaluator worker processes")
     p.add_argument("--no-tune", action="store_true", help="skip the `# tune:` constant sweep")
     p.add_argument(
         "--no-fusion-seed",
@@ -544,12 +629,13 @@ def _add_place_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--db",
         metavar="PATH",
-        help="results store (default: $KERNELWRIGHT_DB, else kernelwright.db beside --out)",
+        help="results store (default: $KERNELWRIGHT_DB, else kernelwright.db inside --out); "
+        "give the same PATH to several out directories to share one",
     )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kernelwright",
         description="Turn PyTorch programs into fast, verified Triton kernels.",
     )
@@ -559,7 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("task", help="KernelBench-format task file (Model, get_inputs, get_init_inputs)")
     p.add_argument("candidate", help="candidate file defining ModelNew")
     _add_task_options(p)
-    p.add_argument("--trials", type=int, default=None, help="correctness trials (default 3)")
+    p.add_argument("--trials", type=_COUNT, default=None, help="correctness trials (default 3)")
     p.add_argument(
         "--precision",
         choices=["strict", "tf32-ok"],
@@ -569,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout",
         dest="timeout_s",
-        type=float,
+        type=_number(0.0, low_open=True),
         default=None,
         help="wall-clock seconds for the candidate (default 180)",
     )
@@ -599,7 +685,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("tasks", nargs="+", metavar="DIR|TASK", help="task files or directories")
     p.add_argument(
         "--jobs",
-        type=int,
+        type=_COUNT,
         default=1,
         help="tasks optimized at once (default 1); on GPUs at most one job per GPU",
     )
@@ -625,13 +711,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("suite", nargs="+", metavar="SUITE", help="task files or directories")
     p.add_argument(
         "--slowdown",
-        type=float,
+        type=_number(0.0),
         default=None,
         help="a kernel this much slower than the night before is a regression (default 0.10)",
     )
     p.add_argument("--no-search", action="store_true", help="only re-verify; never search again")
     p.add_argument("--night", type=_night, help="the night's date, YYYY-MM-DD (default today)")
-    p.add_argument("--report", metavar="DIR", help="report directory (default beside --db)")
+    p.add_argument(
+        "--report", metavar="DIR", help="report directory (default: nightly/NIGHT beside the store)"
+    )
     _add_search_options(p, budget_alias=True)
     p.set_defaults(func=cmd_nightly)
 
@@ -648,7 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_chat)
 
     p = sub.add_parser("runs", help="list runs: task, date, best speedup, stop reason")
-    p.add_argument("--limit", type=int, default=50, help="at most this many, newest first")
+    p.add_argument("--limit", type=_COUNT, default=50, help="at most this many, newest first")
     _add_place_options(p)
     p.set_defaults(func=cmd_runs, out="runs")
 
@@ -667,6 +755,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null (when stdout has one: not an in-process StringIO)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a cron or CI timeout, `kill`): unwinds like Ctrl-C."""
 
@@ -683,7 +782,11 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UserError as e:
+        print(f"kernelwright: {e}", file=sys.stderr)
+        return EXIT_USAGE
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -699,6 +802,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kernelwright: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `kernelwright ... | head`: the reader left. Point stdout at /dev/null so that the exit's
+        # flush does not fail again, say why on stderr, and exit as a process killed by SIGPIPE
+        # would (141), which is what a shell's pipefail expects of a stopped writer.
+        _silence_stdout()
+        print("kernelwright: stopped: the output was closed (broken pipe)", file=sys.stderr)
+        return EXIT_BROKEN_PIPE
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)

@@ -16,7 +16,15 @@ from .agents.coder import coder
 from .agents.config import RunConfig, RunContext, run_context
 from .agents.critic import critic, human
 from .agents.planner import planner, profile
-from .agents.rundir import EventListener, create_run, finalize, machine_has_cuda, open_run
+from .agents.rundir import (
+    INTERRUPTED,
+    EventListener,
+    create_run,
+    finalize,
+    machine_has_cuda,
+    open_run,
+    run_owner,
+)
 from .agents.state import CHECKPOINT_TYPES, RunState
 from .agents.tester import tester
 from .sandbox.pool import EvalPool
@@ -115,7 +123,7 @@ def optimize(
             if snapshot.values and not snapshot.next:
                 rundir.event("note", message="the run had already finished: nothing to resume")
                 return rundir.read_run()
-            rundir.update_run(status="running", waiting_for=None)
+            rundir.update_run(status="running", waiting_for=None, owner=run_owner())
             start: Any = {"run_id": rundir.run_id, "round": 0}
             if answer is not None:  # chat: the person's first message shapes round 1
                 start["instruction"] = answer
@@ -127,6 +135,16 @@ def optimize(
             waiting = app.get_state(thread).interrupts
             if waiting:  # chat mode: paused for the person's next message
                 rundir.update_run(status="waiting", waiting_for=waiting[0].value)
+    except (KeyboardInterrupt, BrokenPipeError) as e:
+        # Ctrl-C, SIGTERM (cli.Terminated) or a reader that went away (`| head`): nothing went
+        # wrong with the run itself, and every finished step is checkpointed.
+        why = (
+            "the output was closed (broken pipe)"
+            if isinstance(e, BrokenPipeError)
+            else (type(e).__name__)
+        )
+        rundir.update_run(status=INTERRUPTED, error=None, interrupted_by=why)
+        raise
     except BaseException as e:
         rundir.update_run(status="failed", error=f"{type(e).__name__}: {e}")
         raise

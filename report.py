@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .sandbox.pyparse import serialised
-from .sandbox.results import STATUSES, EvalResult
+from .sandbox.results import STATUSES, EvalResult, fault_of
 
 # KernelBench's thresholds: fast_p is the fraction of tasks that are correct and more than p times
 # faster than the baseline; fast_0 is the correctness rate.
@@ -1102,28 +1102,49 @@ def _slowdown(latest: Mapping[str, Any], previous: Mapping[str, Any]) -> float |
     return None
 
 
+def _measured(row: Mapping[str, Any]) -> bool:
+    """A history row that says something about the kernel: not an evaluator error."""
+    return fault_of(str(row["status"]), row.get("rule")) != "evaluator"
+
+
 def nightly_changes(
     history: Iterable[Any], slowdown: float = NIGHTLY_SLOWDOWN
 ) -> list[dict[str, Any]]:
-    """Per task (and variant, and GPU): the latest night against the one before, with a verdict.
+    """Per task (and variant, and GPU): the latest nightly run against the one before it, with
+    a verdict. The one before is the latest earlier run that measured the kernel, whatever its
+    date (a second run on one night compares with the first); an evaluator error measured
+    nothing, so it is never the one compared with.
 
     A regression is a kernel that is no longer ok (incorrect, failing to compile, crashing...) or
-    that got slower by more than `slowdown`. The nightly command exits non-zero on any.
+    that got slower by more than `slowdown`. An evaluator error (kernelwright's fault) and a task
+    error (the reference itself fails) are not the kernel's: they are flagged apart. The nightly
+    command exits non-zero on any of the three.
     """
     series: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for row in map(_as_mapping, history):
         series.setdefault(_series_key(row), []).append(row)
     changes = []
     for rows in series.values():
-        rows = sorted(rows, key=lambda h: h["night"])
-        latest, previous = rows[-1], (rows[-2] if len(rows) >= 2 else None)
+        rows = sorted(rows, key=lambda h: (h["night"], str(h.get("recorded") or "")))
+        latest = rows[-1]
+        previous = next((h for h in reversed(rows[:-1]) if _measured(h)), None)
         change = _slowdown(latest, previous) if previous and previous["status"] == "ok" else None
+        fault = fault_of(latest["status"], latest.get("rule")) if latest["status"] != "ok" else ""
+        rule = f" [{latest['rule']}]" if latest.get("rule") else ""
         reason = ""
-        if latest["status"] != "ok":
-            rule = f" [{latest['rule']}]" if latest.get("rule") else ""
+        if fault == "evaluator":
+            reason = f"evaluator error{rule}: kernelwright failed, not the kernel"
+        elif fault == "task":
+            reason = f"task error{rule}: the reference itself fails"
+        elif latest["status"] != "ok":
             reason = f"now {latest['status']}{rule}"
         elif change is not None and change > slowdown:
-            reason = f"{change:.0%} slower than {previous['night']}"
+            when = (
+                f"the earlier run of {previous['night']}"  # type: ignore[index]
+                if previous and previous["night"] == latest["night"]
+                else previous["night"]  # type: ignore[index]
+            )
+            reason = f"{change:.0%} slower than {when}"
         changes.append(
             {
                 "task": _series_name(latest),
@@ -1137,6 +1158,7 @@ def nightly_changes(
                 "speedup_eager": _finite(latest.get("speedup_eager")),
                 "candidate_ms": _finite(latest.get("candidate_ms")),
                 "previous_night": previous["night"] if previous else None,
+                "previous_recorded": previous.get("recorded") if previous else None,
                 "previous_status": previous["status"] if previous else None,
                 "previous_speedup_eager": _finite(previous.get("speedup_eager"))
                 if previous
@@ -1145,11 +1167,13 @@ def nightly_changes(
                 if previous
                 else None,
                 "slowdown": change,
-                "regression": bool(reason),
+                "regression": bool(reason) and fault not in ("evaluator", "task"),
+                "evaluator_error": fault == "evaluator",
+                "task_error": fault == "task",
                 "reason": reason,
             }
         )
-    return sorted(changes, key=lambda c: (not c["regression"], c["task"]))
+    return sorted(changes, key=lambda c: (not c["reason"], c["task"]))
 
 
 _NIGHT_HEADERS = (
@@ -1166,9 +1190,18 @@ _NIGHT_HEADERS = (
 )
 
 
+def _previous_text(c: Mapping[str, Any]) -> str:
+    """The run compared with: its night, and its time when it ran the same night."""
+    if not c["previous_night"]:
+        return "–"
+    if c["previous_night"] == c["night"] and c.get("previous_recorded"):
+        return f"{c['previous_night']} (earlier run, {str(c['previous_recorded'])[11:16]} UTC)"
+    return str(c["previous_night"])
+
+
 def _night_cells(c: Mapping[str, Any], html_: bool) -> list[Any]:
     verdict: Any = c["reason"] or "ok"
-    if html_ and c["regression"]:
+    if html_ and c["reason"]:
         verdict = _Html(f'<span class="regression">{_h(c["reason"])}</span>')
     change = c["slowdown"]
     return [
@@ -1178,7 +1211,7 @@ def _night_cells(c: Mapping[str, Any], html_: bool) -> list[Any]:
         _badge(c["status"]) if html_ else c["status"],
         _x(c["speedup_eager"]),
         _ms(c["candidate_ms"]),
-        c["previous_night"] or "–",
+        _previous_text(c),
         _x(c["previous_speedup_eager"]),
         f"{change:+.1%} time" if change is not None else "–",
         verdict,
@@ -1197,13 +1230,22 @@ def write_nightly_report(
     rows = [dict(_as_mapping(h)) for h in history]
     changes = nightly_changes(rows, slowdown)
     regressions = [c for c in changes if c["regression"]]
+    evaluator_errors = [c for c in changes if c["evaluator_error"]]
+    task_errors = [c for c in changes if c["task_error"]]
     plot = plot_nightly(rows, out / "nightly_trend.png")
     latest = max((c["night"] for c in changes), default="–")
     headline = (
         f"{len(regressions)} regression{'s' * (len(regressions) != 1)} among {len(changes)} "
         f"kernel{'s' * (len(changes) != 1)}, night {latest} (a regression: no longer ok, or "
-        f"more than {slowdown:.0%} slower than the night before)."
+        f"more than {slowdown:.0%} slower than the run before)."
     )
+    if evaluator_errors:
+        headline += (
+            f" {len(evaluator_errors)} evaluator error(s): kernelwright failed, so those kernels "
+            "were not measured (not counted as regressions)."
+        )
+    if task_errors:
+        headline += f" {len(task_errors)} task error(s): the reference itself fails."
     md = out / "nightly.md"
     md.write_text(
         f"# {title}\n\n{headline}\n\n"
@@ -1222,7 +1264,13 @@ def write_nightly_report(
         "markdown": md,
         "json": _write_json(
             out / "nightly.json",
-            {"regressions": len(regressions), "changes": changes, "history": rows},
+            {
+                "regressions": len(regressions),
+                "evaluator_errors": len(evaluator_errors),
+                "task_errors": len(task_errors),
+                "changes": changes,
+                "history": rows,
+            },
         ),
         "plot": plot,
         "html": page,

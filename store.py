@@ -160,6 +160,34 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         )""",
         "CREATE INDEX verifications_night ON verifications (night)",
     ),
+    # v3: every nightly invocation keeps its row. v2 replaced a night's row on a rerun, so a
+    # second run on one day compared with nothing (its own date's row was the one replaced);
+    # now it compares with the run before it, whatever that run's date.
+    (
+        "ALTER TABLE verifications RENAME TO verifications_v2",
+        """CREATE TABLE verifications (
+            task_hash TEXT NOT NULL,
+            task_name TEXT NOT NULL DEFAULT '',
+            night TEXT NOT NULL,
+            env_key TEXT NOT NULL,
+            variant TEXT NOT NULL,
+            status TEXT NOT NULL,
+            rule TEXT,
+            source_hash TEXT NOT NULL DEFAULT '',
+            speedup_eager REAL,
+            speedup_compiled REAL,
+            candidate_ms REAL,
+            eager_ms REAL,
+            compiled_ms REAL,
+            roofline_fraction REAL,
+            message TEXT NOT NULL DEFAULT '',
+            recorded TEXT NOT NULL
+        )""",
+        "INSERT INTO verifications SELECT * FROM verifications_v2 ORDER BY night, recorded",
+        "DROP TABLE verifications_v2",
+        "CREATE INDEX verifications_night ON verifications (night)",
+        "CREATE INDEX verifications_series ON verifications (task_hash, env_key, variant, night)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -734,11 +762,12 @@ class Store:
         night: str | None = None,
         variant: str = "fp32",
     ) -> None:
-        """One night's re-verification of a task's best kernel (a rerun the same night replaces)."""
+        """One nightly run's re-verification of a task's best kernel: a row of its history (a
+        second run on the same night adds a row, so it can be compared with the first)."""
         candidate_ms, eager_ms, compiled_ms = _medians_ms(result)
         with self._write() as conn:
             conn.execute(
-                "INSERT OR REPLACE INTO verifications (task_hash, task_name, night, env_key, "
+                "INSERT INTO verifications (task_hash, task_name, night, env_key, "
                 "variant, status, rule, source_hash, speedup_eager, speedup_compiled, "
                 "candidate_ms, eager_ms, compiled_ms, roofline_fraction, message, recorded) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -765,7 +794,8 @@ class Store:
     def history(
         self, task_hash: str | None = None, *, env_key: str | None = None
     ) -> list[Verification]:
-        """Nightly verification rows, oldest night first (all tasks when task_hash is None)."""
+        """Nightly verification rows, oldest first: by night, then in the order they were
+        recorded (all tasks when task_hash is None)."""
         clauses, params = [], []
         if task_hash is not None:
             clauses.append("task_hash = ?")
@@ -775,7 +805,9 @@ class Store:
             params.append(env_key)
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         rows = self._conn().execute(
-            f"SELECT * FROM verifications {where} ORDER BY night, task_name, task_hash", params
+            f"SELECT * FROM verifications {where} "
+            "ORDER BY night, task_name, task_hash, recorded, rowid",
+            params,
         )
         return [Verification(**dict(r)) for r in rows]
 

@@ -23,7 +23,7 @@ from ..store import Store
 from .config import RunConfig, eval_config_for
 from .progress import plain_listener
 from .records import run_candidates, sync_run
-from .rundir import verdict
+from .rundir import INTERRUPTED, run_status, verdict
 
 Optimize = Callable[..., dict[str, Any]]
 Judge = Callable[..., EvalResult]  # sandbox.evaluate(task, source, config)
@@ -340,6 +340,6 @@ def resume_chat(
             f"run {run_id} is not a chat (resume it with kernelwright optimize --resume)"
         )
     session = ChatSession(optimize, out_dir, run_id, inp, out, judge, store, run)
-    if run.get("status") in ("running", "failed"):
+    if run_status(run) in ("running", INTERRUPTED, "failed"):
         session.advance(None)
     return session

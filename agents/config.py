@@ -80,7 +80,7 @@ class RunConfig:
     no_cache: bool = False
     chat: bool = False
     # The results store (store.py) the run records into and whose verdict cache the tester
-    # reads; None: no store (the CLI always sets one, KERNELWRIGHT_DB or beside out_dir).
+    # reads; None: no store (the CLI always sets one: --db, KERNELWRIGHT_DB, else inside out_dir).
     db: str | None = None
 
     def model_for(self, role: Role) -> str | None:
@@ -108,6 +108,44 @@ class RunConfig:
         if "devices" in fields:
             fields["devices"] = tuple(fields["devices"] or ())
         return cls(**fields)
+
+
+# The smallest value of each knob that still means something: `rounds = 0` would still run a
+# round (the critic counts a round after it ran), `trials = 0` would verify nothing.
+MINIMUMS: dict[str, float] = {
+    "rounds": 1,
+    "candidates": 1,
+    "patience": 1,
+    "trials": 1,
+    "workers": 1,
+    "budget_tokens": 1,
+    "tune_limit": 0,
+    "cpu_input_bytes": 1,
+    "margin": 0.0,
+}
+# Knobs that must be above zero (a zero budget would stop before the first round).
+POSITIVE = ("budget_usd", "time_budget_s", "eval_timeout_s", "roofline_target")
+
+
+def value_problem(name: str, value: Any) -> str | None:
+    """What is wrong with `value` for RunConfig field `name`, or None when it can be used."""
+    if value is None or name not in (*MINIMUMS, *POSITIVE):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return f"expected a number, got {value!r}"
+    if name in MINIMUMS and value < MINIMUMS[name]:
+        return f"must be at least {MINIMUMS[name]:g}, got {value:g}"
+    if name in POSITIVE and value <= 0:
+        return f"must be above 0, got {value:g}"
+    if name == "roofline_target" and value > 1:
+        return f"is a fraction of the roofline, at most 1, got {value:g}"
+    return None
+
+
+def flag_name(field_name: str) -> str:
+    """The command-line flag of a field: --time-budget for time_budget_s."""
+    name = field_name.removesuffix("_s") if field_name.endswith("budget_s") else field_name
+    return "--" + name.replace("_", "-")
 
 
 def parse_duration(text: str) -> float:
@@ -193,6 +231,11 @@ def resolve_config(
         if sources[name] == "env" and sources["model"] == "flag":
             values.pop(name)
             sources[name] = "default"
+    for name, value in values.items():
+        problem = value_problem(name, value)
+        if problem:
+            where = env_name(name) if sources[name] == "env" else flag_name(name)
+            raise ValueError(f"{where} {problem}")
     return RunConfig(**values), sources
 
 

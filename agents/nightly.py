@@ -46,6 +46,16 @@ class NightlyTask:
     def regression(self) -> bool:
         return bool(self.change and self.change["regression"])
 
+    @property
+    def evaluator_error(self) -> bool:
+        """Tonight's check failed in kernelwright itself: the kernel was not measured."""
+        return bool(self.change and self.change["evaluator_error"])
+
+    @property
+    def task_error(self) -> bool:
+        """The task's reference fails tonight: no kernel can be judged against it."""
+        return bool(self.change and self.change["task_error"])
+
     def line(self) -> str:
         """One line for the log."""
         if self.error:
@@ -55,6 +65,8 @@ class NightlyTask:
             parts.append("no known kernel")
         elif self.regression:
             parts.append(f"REGRESSION: {self.change['reason']}")  # type: ignore[index]
+        elif self.evaluator_error or self.task_error:
+            parts.append(f"NOT CHECKED: {self.change['reason']}")  # type: ignore[index]
         else:
             parts.append(f"verified: {self.verified.summary()}")
             previous = (self.change or {}).get("previous_speedup_eager")
@@ -148,6 +160,8 @@ class Nightly:
                 listeners=[plain_listener(self.out, prefix)],
                 pool=self.pool,
             )
+        except BrokenPipeError:  # the reader of our output left (`| head`): stop the night
+            raise
         except Exception as e:  # a failed search is reported; the other tasks still run tonight
             outcome.error = f"search failed: {type(e).__name__}: {e}"
             return
@@ -193,5 +207,6 @@ class Nightly:
 
 
 def failed(outcomes: Sequence[NightlyTask]) -> list[NightlyTask]:
-    """The tasks that make the night fail: a regression, or a task that could not be checked."""
-    return [o for o in outcomes if o.regression or o.error]
+    """The tasks that make the night fail: a regression, or a task that could not be checked
+    (an error, an evaluator error, a reference that fails)."""
+    return [o for o in outcomes if o.regression or o.error or o.evaluator_error or o.task_error]

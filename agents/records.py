@@ -14,6 +14,7 @@ from ..sandbox.pool import source_hash
 from ..sandbox.results import Environment, EvalResult
 from ..store import BestKernel, Store, config_key, variant_key
 from .config import RunConfig, eval_config_for
+from .rundir import run_status
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
@@ -27,12 +28,13 @@ DB_ENV = "KERNELWRIGHT_DB"
 
 
 def default_db_path(out_dir: str | os.PathLike[str] = "runs") -> str:
-    """KERNELWRIGHT_DB, else kernelwright.db beside the directory of run directories.
+    """KERNELWRIGHT_DB, else kernelwright.db inside the directory of run directories.
 
-    Beside, not inside: the runs directory then holds run directories only, which is what
-    tools that list it (and `kernelwright runs`) expect.
+    Inside, not beside: two out directories with one parent would otherwise share a store
+    without anyone asking for it, and `runs --out X` would list the other directory's runs. A
+    store shared between out directories (a nightly's, a team's) is a deliberate --db.
     """
-    return os.environ.get(DB_ENV) or str(Path(out_dir).resolve().parent / DB_NAME)
+    return os.environ.get(DB_ENV) or str(Path(out_dir).resolve() / DB_NAME)
 
 
 # -- reading a run directory ----------------------------------------------------------------------
@@ -234,22 +236,40 @@ def _listing_from_dir(run_dir: Path) -> RunListing | None:
         id=run.get("run_id", run_dir.name),
         task=run.get("task_name", ""),
         created=run.get("created", ""),
-        status=run.get("status", "?"),
+        status=run_status(run),
         stop_reason=run.get("stop_reason"),
         best_speedup=best.get("speedup_eager"),
         verified=bool(best),
     )
 
 
-def list_runs(store: Store | None, out_dir: str | os.PathLike[str]) -> list[RunListing]:
-    """The store's runs and the run directories under out_dir, newest first.
+def _same_dir(recorded: Any, root: Path) -> bool:
+    if not isinstance(recorded, str) or not recorded:
+        return False
+    try:
+        return Path(recorded).resolve() == root.resolve()
+    except OSError:
+        return False
 
-    A run directory on disk wins over the store's row (run.json is written first, and a chat
-    waiting for its person is "waiting" there); the store remembers runs whose directory is gone.
+
+def list_runs(store: Store | None, out_dir: str | os.PathLike[str]) -> list[RunListing]:
+    """The runs of out_dir, newest first: its run directories, and the store's rows of runs
+    that were made in out_dir but whose directory is gone (the store outlives a deleted one).
+
+    A shared store (--db) holds other directories' runs too: those are not listed here, so a
+    listing and a run's status never depend on which store the command happened to open.
     """
+    root = Path(out_dir)
     found: dict[str, RunListing] = {}
+    if root.is_dir():
+        for run_json in root.glob("*/run.json"):
+            listing = _listing_from_dir(run_json.parent)
+            if listing is not None:
+                found[listing.id] = listing
     if store is not None:
         for r in store.runs(limit=None):
+            if r.id in found or not _same_dir(r.config.get("out_dir"), root):
+                continue
             found[r.id] = RunListing(
                 r.id,
                 r.task_name,
@@ -259,12 +279,6 @@ def list_runs(store: Store | None, out_dir: str | os.PathLike[str]) -> list[RunL
                 r.best_speedup_eager,
                 r.best_speedup_eager is not None,
             )
-    root = Path(out_dir)
-    if root.is_dir():
-        for run_json in root.glob("*/run.json"):
-            listing = _listing_from_dir(run_json.parent)
-            if listing is not None:
-                found[listing.id] = listing
     return sorted(found.values(), key=lambda r: (r.created, r.id), reverse=True)
 
 

@@ -230,6 +230,8 @@ class SuiteRunner:
             run = self.optimize(
                 config, None if resume else str(path), resume=resume, listeners=listeners, **shared
             )
+        except BrokenPipeError:  # the reader of our output left (`| head`): stop, resumable
+            raise
         except Exception as e:  # one task's failure (a bug, a broken task) must not end the suite
             return self._failed(label, path, f"{type(e).__name__}: {e}")
         run_dir = Path(config.out_dir) / run["run_id"]

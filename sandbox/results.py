@@ -14,6 +14,25 @@ Status = Literal[
 ]
 STATUSES: tuple[str, ...] = typing.get_args(Status)
 
+# Whose failure a verdict is. The evaluator's own: a bug in kernelwright ("evaluator", from the
+# worker's or the pool's catch-all), a worker that never started ("worker-start"), a reply the
+# pool could not trust ("protocol"); nothing was learned about the candidate. The task's: its
+# reference fails at its own shape ("task"), so no candidate can be judged. Anything else is the
+# candidate's verdict.
+Fault = Literal["candidate", "evaluator", "task"]
+EVALUATOR_RULES = frozenset({"evaluator", "worker-start", "protocol"})
+
+
+def fault_of(status: str, rule: str | None) -> Fault:
+    """Whose failure a verdict (EvalResult status and rule) is: "evaluator", "task" or
+    "candidate". A Baseline's "error" (its reference raised) is the task's."""
+    if status == "crashed" and rule in EVALUATOR_RULES:
+        return "evaluator"
+    if (status == "runtime_error" and rule == "task") or status == "error":
+        return "task"
+    return "candidate"
+
+
 # The critic reads the message, and it goes into prompts: keep the head (first error lines) and the
 # tail (where Python puts the exception) of anything longer.
 MAX_MESSAGE_CHARS = 4000
@@ -215,6 +234,11 @@ class EvalResult(_JsonRecord):
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def fault(self) -> Fault:
+        """Whose verdict this is (see fault_of): "candidate" for an ok result too."""
+        return fault_of(self.status, self.rule)
+
     def summary(self) -> str:
         """One line: status, rule or speedup. For logs and tables."""
         if self.status != "ok":
@@ -345,3 +369,8 @@ class Baseline(_JsonRecord):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def task_error(self) -> bool:
+        """The reference itself fails: the task's fault (fault_of), not the evaluator's."""
+        return fault_of(self.status, None) == "task"

@@ -62,12 +62,29 @@ GELU = str(TASKS / "gelu.py")
         (["optimize", GELU, "--model", "gpt-4o"], "no API key for model gpt-4o"),
         (["report", "--db", "missing.db"], "no results store at missing.db"),
         (["optimize"], "optimize needs a TASK file, or --resume RUN_ID"),
+        # A bad value is one line too, not the 16-line usage block above it.
+        (["optimize", GELU, "--time-budget", "banana"], "'banana' is not a duration"),
+        (["optimize", GELU, "--rounds", "0"], "--rounds: must be at least 1, got 0"),
+        (["optimize", GELU, "--candidates", "-2"], "--candidates: must be at least 1, got -2"),
+        (["optimize", GELU, "--roofline-target", "2"], "must be above 0 and at most 1"),
+        (["suite", GELU, "--jobs", "0"], "--jobs: must be at least 1, got 0"),
+        (["eval", GELU, GELU, "--trials", "0"], "--trials: must be at least 1, got 0"),
+        (["optimize", GELU, "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["optimize", GELU, "--dtype", "fp8"], "invalid choice: 'fp8'"),
     ],
 )
 def test_errors_are_one_line_and_exit_2(args, said, no_llm_env):
     code, out, err = kw(*args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and said in err, err
+
+
+def test_a_bad_value_from_the_environment_is_refused_by_its_name(no_llm_env, monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELWRIGHT_ROUNDS", "0")
+    code, out, err = kw("optimize", GELU, "--model", "offline")
+    assert (code, out) == (2, "")
+    assert err == "kernelwright: KERNELWRIGHT_ROUNDS must be at least 1, got 0\n"
+    assert not (tmp_path / "runs").exists()  # refused before anything ran
 
 
 def test_no_api_key_says_it_runs_offline_and_how_to_configure(no_llm_env):
@@ -248,10 +265,12 @@ def test_export_of_a_real_run_is_standalone(offline, tmp_path):
     check_standalone(target, TASKS / "gelu.py", first["sizes"], tmp_path)
 
 
-def test_store_path_defaults_beside_the_runs_directory(monkeypatch, tmp_path):
+def test_store_path_defaults_inside_the_runs_directory(monkeypatch, tmp_path):
     from kernelwright.agents.records import default_db_path
 
     monkeypatch.delenv("KERNELWRIGHT_DB", raising=False)
-    assert default_db_path(tmp_path / "runs") == str(tmp_path / "kernelwright.db")
+    # Inside: two out directories with one parent do not share a store unless asked (--db).
+    assert default_db_path(tmp_path / "runs") == str(tmp_path / "runs" / "kernelwright.db")
+    assert default_db_path(tmp_path / "other") != default_db_path(tmp_path / "runs")
     monkeypatch.setenv("KERNELWRIGHT_DB", str(tmp_path / "elsewhere.db"))
     assert default_db_path(tmp_path / "runs") == str(tmp_path / "elsewhere.db")

@@ -189,3 +189,78 @@ def test_nights_on_a_gpu_record_kernel_times(tmp_path):
     assert [r.night for r in rows] == ["2026-03-01", "2026-03-02"]
     assert all(r.candidate_ms and r.speedup_eager for r in rows)
     assert rows[0].env_key.split("|")[0] == torch.cuda.get_device_name(0)
+
+
+def test_a_second_run_on_one_night_compares_with_the_first(tmp_path):
+    store = Store(tmp_path / "k.db")
+    pool = TimedPool({OLD: 5.0})
+    search = ScriptedSearch(pool)
+    config = RunConfig(model="offline", out_dir=str(tmp_path / "runs"), db=str(tmp_path / "k.db"))
+    store.set_best_kernel(OLD, pool.submit(_gelu(), OLD, config).result(), variant="fp32")
+
+    def night(date: str) -> list:
+        job = Nightly(search, config, store, pool, io.StringIO(), night=date, cuda=True)
+        return job.run([GELU])
+
+    (first,) = night("2026-03-01")
+    assert first.change["previous_night"] is None  # the very first run: nothing before it
+    pool.times[OLD] = 6.0
+    (again,) = night("2026-03-01")  # the same day, 20% slower
+    assert again.change["previous_night"] == "2026-03-01"
+    assert again.regression and again.change["reason"] == (
+        "20% slower than the earlier run of 2026-03-01"
+    )
+    assert len(store.history()) == 2  # the first run's row was kept, not replaced
+
+
+class CrashingPool(TimedPool):
+    """The evaluator fails on its own (a bug, a worker that cannot start) for `crash` sources."""
+
+    def __init__(self, times: dict[str, float], crash: set[str]) -> None:
+        super().__init__(times)
+        self.crash = crash
+
+    def submit(self, task, source, config) -> Future:
+        if source not in self.crash:
+            return super().submit(task, source, config)
+        self.judged.append(source)
+        effective = dataclasses.replace(task, overrides={**task.overrides, **config.shapes})
+        future: Future = Future()
+        future.set_result(
+            EvalResult(
+                status="crashed",
+                rule="worker-start",
+                message="the evaluator's worker process died while starting",
+                task="gelu",
+                task_hash=effective.hash,
+                environment=ENV,
+            )
+        )
+        return future
+
+
+def test_an_evaluator_error_fails_the_night_but_is_no_regression_and_keeps_the_kernel(tmp_path):
+    store = Store(tmp_path / "k.db")
+    pool = CrashingPool({OLD: 5.0, NEW: 4.0}, crash=set())
+    search = ScriptedSearch(pool)
+    config = RunConfig(model="offline", out_dir=str(tmp_path / "runs"), db=str(tmp_path / "k.db"))
+    task_hash = pool.submit(_gelu(), OLD, config).result().task_hash
+    store.set_best_kernel(OLD, pool.submit(_gelu(), OLD, config).result(), variant="fp32")
+
+    def night(date: str) -> list:
+        job = Nightly(search, config, store, pool, io.StringIO(), night=date, cuda=True)
+        return job.run([GELU]), job
+
+    night("2026-04-01")
+    pool.crash = {OLD}
+    (broken,), job = night("2026-04-02")
+    assert broken.evaluator_error and not broken.regression and failed([broken]) == [broken]
+    assert "NOT CHECKED: evaluator error [worker-start]" in broken.line()
+    # No search replaced the kernel because kernelwright failed to measure it.
+    assert search.runs == 0 and store.best_kernel(task_hash, ENV.key, "fp32").source == OLD
+    summary = json.loads(job.write_report([broken], tmp_path / "report")["json"].read_text())
+    assert (summary["regressions"], summary["evaluator_errors"]) == (0, 1)
+    pool.crash = set()
+    pool.times[OLD] = 6.0  # the next night compares with the last night that measured
+    (later,), _ = night("2026-04-03")
+    assert later.change["previous_night"] == "2026-04-01" and later.regression

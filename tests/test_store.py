@@ -133,7 +133,33 @@ def test_v1_database_is_migrated_forward_keeping_its_rows(tmp_path):
     store.update_run("old", best_roofline_fraction=0.4)
     assert store.run("old").best_roofline_fraction == 0.4
     store.record_verification(r, night="2025-01-02")  # the table v2 added
-    assert len(store.history("task1")) == 1
+    store.record_verification(r, night="2025-01-02")  # v3: a rerun is a row of its own
+    assert len(store.history("task1")) == 2
+    assert store.integrity_check() == "ok"
+
+
+def test_v2_history_is_kept_by_the_v3_migration(tmp_path):
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied TEXT)")
+    for version in (1, 2):
+        for statement in MIGRATIONS[version - 1]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version VALUES (?, 'then')", (version,))
+    for night, speedup in (("2025-01-02", 2.0), ("2025-01-01", 1.8)):
+        conn.execute(
+            "INSERT INTO verifications (task_hash, task_name, night, env_key, variant, status, "
+            "speedup_eager, recorded) VALUES ('task1', 'softmax', ?, 'env', 'fp32', 'ok', ?, ?)",
+            (night, speedup, night + "T03:00:00+00:00"),
+        )
+    conn.commit()
+    conn.close()
+    store = Store(path)
+    assert store.schema_version() == SCHEMA_VERSION
+    assert [(r.night, r.speedup_eager) for r in store.history("task1")] == [
+        ("2025-01-01", 1.8),
+        ("2025-01-02", 2.0),
+    ]
     assert store.integrity_check() == "ok"
 
 
@@ -293,15 +319,20 @@ def test_best_kernel_only_for_verified_results_and_only_when_faster(store):
     assert store.best_kernel_on_gpu("task1", "NVIDIA A100") is None
 
 
-def test_history_is_ordered_by_night_and_a_rerun_replaces_its_night(store):
+def test_history_is_ordered_by_night_and_a_rerun_keeps_both_rows(store):
     store.record_verification(result(speedup=2.0), task_name="softmax", night="2025-01-02")
     store.record_verification(result(speedup=1.8), task_name="softmax", night="2025-01-01")
     store.record_verification(result(speedup=2.1), task_name="softmax", night="2025-01-02")
     store.record_verification(result(task_hash="task2"), task_name="gelu", night="2025-01-01")
     rows = store.history("task1")
-    assert [(r.night, r.speedup_eager) for r in rows] == [("2025-01-01", 1.8), ("2025-01-02", 2.1)]
+    # The second run of 2025-01-02 is a row of its own, after the first: it has a previous.
+    assert [(r.night, r.speedup_eager) for r in rows] == [
+        ("2025-01-01", 1.8),
+        ("2025-01-02", 2.0),
+        ("2025-01-02", 2.1),
+    ]
     assert rows[0].candidate_ms == 1.0 and rows[0].eager_ms == 2.0 and rows[0].status == "ok"
-    assert len(store.history()) == 3
+    assert len(store.history()) == 4
     assert store.history(env_key=A100.key) == []
 
 
