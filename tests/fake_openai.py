@@ -10,10 +10,20 @@ Tests script what the "model" does, call by call, and then assert what was sent:
         assert len(fake_openai.requests) == 2
 
 Steps are consumed in order, one per POST .../chat/completions. A step is a `reply` (content,
-optional usage, streamed as SSE when the request asks for it), an `error` (status, JSON body,
-headers such as Retry-After), a `stall` (sleeps past the client's timeout before replying), a
-`drop` (closes the connection without an answer) or `garbage` (HTTP 200 whose body is not JSON).
-Malformed JSON *content* is just `reply('{"broken": ')`.
+optional usage, reasoning beside the content, a finish_reason, streamed as SSE when the request
+asks for it, generated over `generation_s`), an `error` (status, JSON body, headers such as
+Retry-After), a `stall` (sleeps past the client's timeout before replying), a `drop` (closes the
+connection without an answer) or `garbage` (HTTP 200 whose body is not JSON). Malformed JSON
+*content* is just `reply('{"broken": ')`. Like every real server, a reply longer than the
+request's max_tokens (counted as characters / 4) is cut there with finish_reason "length".
+
+Providers' documented failures, as they send them: `azure_rate_limit` (Azure's transient 429
+with Retry-After, whose text links to a quota page), `openai_rate_limit`, `openai_quota`
+(insufficient_quota), `azure_prompt_filtered` (400 content_filter), `content_filtered` (Azure's
+200 with content null), `not_implemented` (501). Request-checking modes stand in front of the
+script, as a server validates a request before generating: `fake.serve(VLLM(max_model_len=8192))`
+(vLLM's context-length 400s, old or new wording) and `fake.serve(ReasoningModel())` (an o-series
+model under a name the client does not know: max_tokens and temperature refused).
 
 Routing: `route("You are the planner", steps)` gives requests whose system prompt contains that
 substring their own queue, so a graph test scripts planner, coder and critic independently;
@@ -73,7 +83,7 @@ class Step:
     """One scripted server behaviour; build it with reply/error/stall/drop/garbage."""
 
     kind: str  # "reply" | "error" | "stall" | "drop" | "garbage"
-    content: str = ""
+    content: str | None = ""  # None: a reply whose content was withheld (Azure's filter)
     # (prompt, completion) tokens; None: a chars/4 estimate; False: no usage at all
     usage: tuple[int, int] | bool | None = None
     finish_reason: str = "stop"
@@ -82,17 +92,28 @@ class Step:
     headers: Mapping[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     times: int | None = 1  # None: never used up
+    reasoning: str = ""  # sent beside the content, in `reasoning_field`
+    reasoning_field: str = "reasoning_content"  # vLLM/DeepSeek; Ollama and newer vLLM: reasoning
+    generation_s: float = 0.0  # streamed: spread over the pieces; else before the answer
+    extra: Mapping[str, Any] = field(default_factory=dict)  # more keys of the choice
 
 
 def reply(
-    content: str,
+    content: str | None,
     *,
     usage: tuple[int, int] | bool | None = None,
     finish_reason: str = "stop",
     delay_s: float = 0.0,
     times: int | None = 1,
+    reasoning: str = "",
+    reasoning_field: str = "reasoning_content",
+    generation_s: float = 0.0,
 ) -> Step:
-    """A successful completion. usage=(prompt_tokens, completion_tokens); False sends none."""
+    """A successful completion. usage=(prompt_tokens, completion_tokens); False sends none.
+
+    `generation_s`: how long the model takes to write it. Streamed, the pieces arrive spread
+    over that time (a slow model that keeps sending tokens); not streamed, the whole answer
+    arrives after it (a client timeout shorter than that fires)."""
     return Step(
         "reply",
         content=content,
@@ -100,7 +121,123 @@ def reply(
         finish_reason=finish_reason,
         delay_s=delay_s,
         times=times,
+        reasoning=reasoning,
+        reasoning_field=reasoning_field,
+        generation_s=generation_s,
     )
+
+
+# -- what providers send, as they document it --------------------------------------------------
+def azure_rate_limit(
+    retry_after_s: int = 2, *, api_version: str = "2024-10-21", times: int | None = 1
+) -> Step:
+    """Azure OpenAI's 429 on a deployment's tokens-per-minute limit: transient, with Retry-After
+    (and retry-after-ms), though its text links to the quota-increase page."""
+    message = (
+        f"Requests to the ChatCompletions_Create Operation under Azure OpenAI API version "
+        f"{api_version} have exceeded token rate limit of your current OpenAI S0 pricing tier. "
+        f"Please retry after {retry_after_s} seconds. Please go here: "
+        "https://aka.ms/oai/quotaincrease if you would like to further increase the default "
+        "rate limit."
+    )
+    headers = {
+        "retry-after": str(retry_after_s),
+        "retry-after-ms": str(retry_after_s * 1000),
+        "x-ratelimit-remaining-requests": "59",
+        "x-ratelimit-remaining-tokens": "0",
+    }
+    body = {"error": {"code": "429", "message": message}}
+    return Step("error", status=429, body=body, headers=headers, times=times)
+
+
+def openai_rate_limit(*, times: int | None = 1) -> Step:
+    """OpenAI's 429 on a tokens-per-minute limit (code rate_limit_exceeded); the wait is in the
+    x-ratelimit-reset-* headers and the text, not in Retry-After."""
+    message = (
+        "Rate limit reached for gpt-4o-mini in organization org-fake on tokens per min (TPM): "
+        "Limit 200000, Used 199500, Requested 1200. Please try again in 210ms. Visit "
+        "https://platform.openai.com/account/rate-limits to learn more."
+    )
+    body = {
+        "error": {
+            "message": message,
+            "type": "tokens",
+            "param": None,
+            "code": "rate_limit_exceeded",
+        }
+    }
+    headers = {"x-ratelimit-reset-tokens": "210ms", "x-ratelimit-remaining-tokens": "0"}
+    return Step("error", status=429, body=body, headers=headers, times=times)
+
+
+def openai_quota(*, times: int | None = 1) -> Step:
+    """OpenAI's 429 when the account has no credit left: code insufficient_quota, no Retry-After
+    (waiting does not help)."""
+    message = (
+        "You exceeded your current quota, please check your plan and billing details. For more "
+        "information on this error, read the docs: "
+        "https://platform.openai.com/docs/guides/error-codes/api-errors."
+    )
+    body = {
+        "error": {
+            "message": message,
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    }
+    return Step("error", status=429, body=body, times=times)
+
+
+def azure_prompt_filtered(*, times: int | None = 1) -> Step:
+    """Azure's 400 when its content filter flags the prompt (code content_filter)."""
+    message = (
+        "The response was filtered due to the prompt triggering Azure OpenAI's content "
+        "management policy. Please modify your prompt and retry. To learn more about our "
+        "content filtering policies please read our documentation: "
+        "https://go.microsoft.com/fwlink/?linkid=2198766"
+    )
+    filtered = {"filtered": True, "severity": "medium"}
+    safe = {"filtered": False, "severity": "safe"}
+    inner = {
+        "code": "ResponsibleAIPolicyViolation",
+        "content_filter_result": {
+            "hate": safe,
+            "self_harm": safe,
+            "sexual": safe,
+            "violence": filtered,
+        },
+    }
+    body = {
+        "error": {
+            "message": message,
+            "type": None,
+            "param": "prompt",
+            "code": "content_filter",
+            "status": 400,
+            "innererror": inner,
+        }
+    }
+    return Step("error", status=400, body=body, times=times)
+
+
+def content_filtered(*, times: int | None = 1) -> Step:
+    """Azure's answer when its filter flags the completion: HTTP 200, content null,
+    finish_reason content_filter, and the filter's verdict beside it."""
+    results = {"violence": {"filtered": True, "severity": "medium"}}
+    return Step(
+        "reply",
+        content=None,
+        finish_reason="content_filter",
+        times=times,
+        extra={"content_filter_results": results},
+    )
+
+
+def not_implemented(*, times: int | None = 1) -> Step:
+    """501 Not Implemented: a server (or proxy) that does not serve this route."""
+    body = {"error": {"message": "Not Implemented", "type": "server_error", "code": None}}
+    return Step("error", status=501, body=body, times=times)
 
 
 def error(
@@ -135,6 +272,79 @@ def drop(*, mid_stream: str = "", times: int | None = 1) -> Step:
 def garbage(*, times: int | None = 1) -> Step:
     """HTTP 200 whose body is not JSON."""
     return Step("garbage", times=times)
+
+
+# -- request-checking modes: what a server refuses before it generates ---------------------------
+def prompt_tokens_of(body: Mapping[str, Any]) -> int:
+    """The fake's own count of a request's prompt: characters / 4, plus 4 per message for the
+    chat template. Not tiktoken's count, just as a real server's tokenizer is not."""
+    messages = body.get("messages") or []
+    return sum(len(_content_text(m.get("content"))) // 4 + 4 for m in messages)
+
+
+@dataclass
+class VLLM:
+    """vLLM's OpenAI-compatible server started with `--max-model-len`: a request whose prompt
+    plus max_tokens (or max_completion_tokens) exceed the window gets vLLM's 400, in the
+    wording of vLLM >= 0.9 ("new") or of earlier versions ("old", with the top-level
+    {"object": "error"} body)."""
+
+    max_model_len: int
+    wording: str = "new"
+
+    def check(self, body: Mapping[str, Any]) -> Step | None:
+        window, prompt = self.max_model_len, prompt_tokens_of(body)
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
+        if prompt >= window:
+            message = (
+                f"This model's maximum context length is {window} tokens. However, your request "
+                f"has {prompt} input tokens. Please reduce the length of the input messages."
+            )
+        elif asked is not None and prompt + asked > window:
+            if self.wording == "new":
+                message = (
+                    f"'max_tokens' or 'max_completion_tokens' is too large: {asked}. This model's "
+                    f"maximum context length is {window} tokens and your request has {prompt} "
+                    f"input tokens ({asked} > {window} - {prompt}). None"
+                )
+            else:
+                message = (
+                    f"This model's maximum context length is {window} tokens. However, you "
+                    f"requested {prompt + asked} tokens ({prompt} in the messages, {asked} in the "
+                    "completion). Please reduce the length of the messages or completion."
+                )
+        else:
+            return None
+        inner = {"message": message, "type": "BadRequestError", "param": None, "code": 400}
+        body_out = {"error": inner} if self.wording == "new" else {"object": "error", **inner}
+        return Step("error", status=400, body=body_out)
+
+
+@dataclass
+class ReasoningModel:
+    """An o-series (reasoning) model behind a name the client does not recognise, an Azure
+    deployment or a proxy alias: it refuses max_tokens and any temperature but 1, one 400 at a
+    time, as OpenAI and Azure do."""
+
+    def check(self, body: Mapping[str, Any]) -> Step | None:
+        if "max_tokens" in body:
+            return error(
+                400,
+                "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                "'max_completion_tokens' instead.",
+                param="max_tokens",
+                code="unsupported_parameter",
+            )
+        temperature = body.get("temperature")
+        if temperature is not None and temperature != 1:
+            return error(
+                400,
+                f"Unsupported value: 'temperature' does not support {temperature} with this "
+                "model. Only the default (1) value is supported.",
+                param="temperature",
+                code="unsupported_value",
+            )
+        return None
 
 
 def _error_type(status: int) -> str:
@@ -220,6 +430,7 @@ class FakeOpenAI:
         self.max_in_flight = 0
         self._queue: list[Step] = []
         self._routes: list[tuple[str, list[Step]]] = []
+        self.providers: list[Any] = []  # VLLM, ReasoningModel: checked before the script
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -238,10 +449,22 @@ class FakeOpenAI:
             self._routes.append((system_substring, list(steps)))
         return self
 
-    def reset(self) -> None:
-        """Forget the script, the routes and the recorded requests."""
+    def serve(self, *providers: Any) -> FakeOpenAI:
+        """Check every request as these servers do (VLLM, ReasoningModel) before the script
+        answers it; a refused request takes no scripted step (step "provider")."""
         with self._lock:
-            self._queue, self._routes = [], []
+            self.providers = list(providers)
+        return self
+
+    @property
+    def refused(self) -> list[RecordedRequest]:
+        """The requests a provider mode refused."""
+        return [r for r in self.requests if r.step == "provider"]
+
+    def reset(self) -> None:
+        """Forget the script, the routes, the providers and the recorded requests."""
+        with self._lock:
+            self._queue, self._routes, self.providers = [], [], []
             self.requests, self.unexpected = [], []
             self.in_flight = self.max_in_flight = 0
 
@@ -344,8 +567,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._record(body, "not-found", None)
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
-        step, route = self.fake._take_step(body.get("messages", []))
-        record = self._record(body, step.kind if step else "exhausted", route)
+        refusal = next((r for p in self.fake.providers if (r := p.check(body))), None)
+        if refusal is not None:
+            step, route, label = refusal, None, "provider"
+        else:
+            step, route = self.fake._take_step(body.get("messages", []))
+            label = step.kind if step else "exhausted"
+        record = self._record(body, label, route)
         self.fake._enter()
         try:
             self._answer(step, body, record)
@@ -393,7 +621,7 @@ class _Handler(BaseHTTPRequestHandler):
             if step.kind == "stall" and delay < 0:
                 delay = self.fake.stall_s
             time.sleep(delay)
-            self._send_completion(step, body)
+            self._send_completion(_cut_to_max_tokens(step, body), body)
 
     def _send_completion(self, step: Step, body: dict[str, Any]) -> None:
         model = body.get("model") or FAKE_MODEL
@@ -402,6 +630,10 @@ class _Handler(BaseHTTPRequestHandler):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             self._send_stream(step, model, usage if include else None)
             return
+        time.sleep(step.generation_s)  # not streamed: nothing arrives until it is all written
+        message: dict[str, Any] = {"role": "assistant", "content": step.content}
+        if step.reasoning:
+            message[step.reasoning_field] = step.reasoning
         payload = {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
@@ -410,8 +642,9 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": step.content},
+                    "message": message,
                     "finish_reason": step.finish_reason,
+                    **step.extra,
                 }
             ],
         }
@@ -431,7 +664,9 @@ class _Handler(BaseHTTPRequestHandler):
         chunks = list(_stream_chunks(step, model, usage, self.fake.stream_piece_chars))
         if not finish:  # a cut stream: content deltas only, no finish chunk, no [DONE]
             chunks = chunks[:-1]
+        pause = step.generation_s / max(len(chunks), 1)
         for chunk in chunks:
+            time.sleep(pause)
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()
         if finish:
@@ -456,14 +691,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _cut_to_max_tokens(step: Step, body: dict[str, Any]) -> Step:
+    """The reply as a server sends it under the request's max_tokens (characters / 4 a token):
+    reasoning first, then content, cut with finish_reason "length" where the budget ends."""
+    budget = body.get("max_completion_tokens") or body.get("max_tokens")
+    if step.kind != "reply" or not budget or step.content is None:
+        return step
+    room = budget * 4
+    reasoning = step.reasoning[:room]
+    room -= len(reasoning)
+    if len(step.reasoning) <= len(reasoning) and len(step.content) <= room:
+        return step
+    return Step(**{**step.__dict__, "reasoning": reasoning, "content": step.content[:room],
+                   "finish_reason": "length"})  # fmt: skip
+
+
 def _usage(step: Step, body: dict[str, Any]) -> dict[str, int] | None:
     if step.usage is False:
         return None
     if isinstance(step.usage, tuple):
         prompt, completion = step.usage
     else:  # a rough chars/4 estimate, deterministic so tests can rely on it being > 0
-        text = "".join(_content_text(m.get("content")) for m in body.get("messages", []))
-        prompt, completion = len(text) // 4 + 1, len(step.content) // 4 + 1
+        prompt = prompt_tokens_of(body)
+        completion = (len(step.content or "") + len(step.reasoning)) // 4 + 1
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
@@ -476,10 +726,15 @@ def _stream_chunks(
 ) -> Iterator[dict[str, Any]]:
     base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0, "model": model}
     yield {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
-    for i in range(0, len(step.content), piece):
-        delta = {"content": step.content[i : i + piece]}
+    for i in range(0, len(step.reasoning), piece):
+        delta = {step.reasoning_field: step.reasoning[i : i + piece]}
         yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
-    yield {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": step.finish_reason}]}
+    content = step.content or ""
+    for i in range(0, len(content), piece):
+        delta = {"content": content[i : i + piece]}
+        yield {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    last = {"index": 0, "delta": {}, "finish_reason": step.finish_reason, **step.extra}
+    yield {**base, "choices": [last]}
     if usage is not None:  # stream_options.include_usage: a last chunk with no choices
         yield {**base, "choices": [], "usage": usage}
 

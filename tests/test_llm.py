@@ -78,7 +78,7 @@ def test_plain_reply_usage_and_cost(fake_openai):
     assert got.cost_usd == pytest.approx((1000 * 0.15 + 200 * 0.60) / 1e6)
     assert not got.cached and not got.usage_estimated and got.messages == USER
     [sent] = fake_openai.chat_requests
-    assert sent.model == "gpt-4o-mini" and sent.messages == USER and not sent.stream
+    assert sent.model == "gpt-4o-mini" and sent.messages == USER and sent.stream  # the default
     assert sent.headers["authorization"] == f"Bearer {FAKE_API_KEY}"
     assert sent.response_format is None
     usage = client.ledger.to_dict()
@@ -160,24 +160,27 @@ def test_timeout_then_success(fake_openai):
 
 
 @pytest.mark.parametrize(
-    ("step", "kind"),
+    ("step", "kind", "attempts"),
     [
-        (error(503, times=None), "server"),
-        (error(429, times=None), "rate_limit"),
-        (stall(0.8, times=None), "timeout"),
-        (drop(times=None), "connection"),
-        (garbage(times=None), "server"),
+        (error(503, times=None), "server", 3),
+        (error(429, times=None), "rate_limit", 3),
+        (stall(0.8, times=None), "timeout", 2),  # a timed-out generation is retried once
+        (drop(times=None), "connection", 3),
+        (garbage(times=None), "server", 3),
     ],
     ids=["503", "429", "timeout", "drop", "garbage"],
 )
-def test_retries_exhausted_raise_the_kind(fake_openai, step, kind):
+def test_retries_exhausted_raise_the_kind(fake_openai, step, kind, attempts):
     fake_openai.script([step])
     client = client_for(fake_openai, max_retries=2, timeout_s=0.3)
     with pytest.raises(LLMError) as info:
         client.chat(USER, agent="coder")
-    assert info.value.kind == kind and info.value.attempts == 3
-    assert len(fake_openai.chat_requests) == 3  # the first attempt and max_retries=2 more
-    assert client.ledger.total() == Usage()  # nothing billed
+    assert info.value.kind == kind and info.value.attempts == attempts
+    assert len(fake_openai.chat_requests) == attempts  # the first attempt and the retries
+    total = client.ledger.total()
+    assert total.total_tokens == 0 and total.cost_usd == 0 and total.calls == 0  # nothing billed
+    assert (total.failed_calls, total.retries, dict(total.failures)) == (1, attempts - 1, {kind: 1})
+    assert kind in total.last_error
 
 
 def test_401_is_an_auth_error_with_the_fix(fake_openai):
