@@ -65,6 +65,7 @@ class CandidateServer:
         self.task: Task | None = None
         self.shapes: dict[str, dict[str, Any]] = {}  # "main"/"variant" -> model, ns, out_meta
         self.previous: collections.deque = collections.deque(maxlen=_KEEP_OUTPUTS)
+        self.last_inputs: list[Any] = []
         self.block: list[Any] = []
         self.block_outputs: list[Any] = []
         self.graph_runner = None
@@ -158,6 +159,13 @@ class CandidateServer:
             else:
                 host_inputs.append(desc["value"])
         inputs = [_to_device(x, self.device) for x in host_inputs]
+        refill = bool(m.get("same_tensors")) and len(self.last_inputs) == len(inputs)
+        if refill:  # the previous call's tensors (same data_ptr, same id), new values
+            for old, new in zip(self.last_inputs, inputs):
+                if isinstance(old, torch.Tensor):
+                    old.copy_(new)
+            inputs = self.last_inputs
+        self.last_inputs = inputs
         self.poison(shape["out_meta"])
         launches.reset()
         if self.cuda:
@@ -177,7 +185,7 @@ class CandidateServer:
             )
         facts = self.contract_facts(out, inputs, shape["model"])
         reply: dict[str, Any] = {"output": self.export_output(out, buffers), "facts": facts}
-        if self.cuda:  # the judge's inputs were copied here: hand back what forward left in them
+        if self.cuda or refill:  # not the judge's shared buffers: hand back what forward left
             reply["inputs_after"] = [
                 self.export_tensor(x, buffers, keep_layout=True)
                 if isinstance(x, torch.Tensor)

@@ -34,6 +34,11 @@ CLOCK_OVERHEAD_MS = 5.0
 # block's inputs and outputs fit beside everything else (BLOCK_BYTES of them at most).
 BLOCK_CALLS = (2, 16)
 BLOCK_BYTES = 4 << 30
+# Every timed output travels to the judge through host memory to be checked (~10-20 GB/s each
+# way): past this many bytes of outputs in all, fewer rounds are timed (at least MIN_TIMED_REPS;
+# a median of 10 calls of a multi-GB kernel, each milliseconds long, is stable to ~1%).
+TIMED_OUTPUT_BYTES = 32 << 30
+MIN_TIMED_REPS = 10
 # The candidate's peak may reach max(MEMORY_FACTOR x the reference's, reference + MEMORY_SLACK).
 MEMORY_FACTOR = 4
 MEMORY_SLACK = 1 << 30
@@ -418,11 +423,16 @@ class Evaluation:
         self, shape, name, args, what, *, hint="", rule=None, refs=None, same_tensors=False
     ):
         """Call the candidate, then check its inputs and its output against the reference. The
-        reference runs after the candidate, so no freed block can hold the right answer."""
-        pristine = _clone(args, self.torch)
+        reference runs after the candidate, so no freed block can hold the right answer.
+
+        `args` stay the pristine copy: the candidate gets their bytes in shared memory, never
+        these tensors. What forward left in its inputs is compared with them and let go before
+        the reference runs (one trial's tensors alive at a time: the judge's working set).
+        """
         out, after = self.call(name, args, what, same_tensors=same_tensors)
-        self.check_inputs(after, pristine, what)
-        ref, ref64 = refs if refs is not None else self.reference(shape, pristine)
+        self.check_inputs(after, args, what)
+        del after
+        ref, ref64 = refs if refs is not None else self.reference(shape, args)
         self.check_output(out, ref, ref64, f"{what}{hint}", rule=rule)
         return out
 
@@ -658,9 +668,10 @@ class Evaluation:
             if all(n in state for n in fns):
                 del rounds[i]
 
+        reps = _timed_reps(cfg.reps, ctx.main.output_bytes if remote else 0)
         samples = time_interleaved(
             fns,
-            reps=cfg.reps,
+            reps=reps,
             warmup=cfg.warmup,
             l2_flush=cfg.l2_flush,
             after_call=after_call,
@@ -679,7 +690,7 @@ class Evaluation:
         return Timings(
             meaningful=self.w.cuda and not cfg.host_clock_for_tests,
             note=(
-                f"median of {cfg.reps} interleaved calls, fresh inputs every round, "
+                f"median of {reps} interleaved calls, fresh inputs every round, "
                 f"L2 flushed: {cfg.l2_flush}, GPU head start: {cfg.head_start_us:g} us"
             ),
             candidate=samples.get("candidate"),
@@ -887,6 +898,13 @@ class _RemoteRunner:
 
 
 # -- small pure helpers ----------------------------------------------------------------------------
+
+
+def _timed_reps(reps: int, output_bytes: int) -> int:
+    """The timed rounds: `reps`, fewer for outputs so large that checking each costs seconds."""
+    if output_bytes <= 0:
+        return reps
+    return max(min(reps, MIN_TIMED_REPS), min(reps, TIMED_OUTPUT_BYTES // output_bytes))
 
 
 def _structure(node: Any, ref: Any, path: str, device: str) -> tuple[str, str] | None:

@@ -56,8 +56,11 @@ class CandidateFailure(Exception):
 class Sandbox:
     """One zygote, started once per judge and replaced when a candidate broke it."""
 
-    def __init__(self, device: str, root: Path, *, os_sandbox: bool = True):
+    def __init__(
+        self, device: str, root: Path, *, os_sandbox: bool = True, triton_seed: Path | None = None
+    ):
         self.device = device
+        self.triton_seed = triton_seed
         self.root = root
         self.dir = root / "candidates"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -141,7 +144,10 @@ class Sandbox:
         home = self.dir / f"cand-{secrets.token_hex(8)}"
         home.mkdir()
         (home / "candidate.py").write_text(source)
-        (home / "triton").mkdir()
+        if self.triton_seed is not None and self.triton_seed.is_dir():
+            shutil.copytree(self.triton_seed, home / "triton")
+        else:
+            (home / "triton").mkdir()
         log_path = self.dir / f"{home.name}.log"
         ours, theirs = transport.channel_pair()
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)

@@ -153,9 +153,9 @@ class SharedBuffer:
         if fd is None:
             fd = os.memfd_create(name, os.MFD_CLOEXEC)
             os.ftruncate(fd, nbytes)
-        self.fd = fd
         # mmap cannot map 0 bytes: an empty tensor gets a one-byte mapping it never reads.
         self.map = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.fd = fd
 
     def tensor(self, dtype: torch.dtype) -> torch.Tensor:
         size = torch.empty((), dtype=dtype).element_size()
@@ -167,8 +167,10 @@ class SharedBuffer:
     def close(self) -> None:
         with contextlib.suppress(BufferError, ValueError):
             self.map.close()  # BufferError while a tensor still views it: the GC unmaps it
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
 
 
 def describe(t: torch.Tensor, fd_index: int, *, contiguous: bool) -> dict[str, Any]:
@@ -245,6 +247,8 @@ def rebuild(desc: Any, fds: list[int], *, max_bytes: int) -> tuple[SharedBuffer,
             f"of a {nbytes}-byte buffer"
         )
     buffer = SharedBuffer(nbytes, fd=os.dup(fd))
+    os.close(buffer.fd)  # the mapping needs no descriptor: none leaks, whoever keeps the tensor
+    buffer.fd = -1
     flat = buffer.tensor(dtype)
     if numel == 0:
         return buffer, torch.empty(tuple(shape), dtype=dtype)

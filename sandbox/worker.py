@@ -124,6 +124,9 @@ class Worker:
         self.evaluations = 0
         self.rng = random.SystemRandom()  # fresh seeds: a candidate cannot predict its inputs
         self.os_sandbox = os_sandbox
+        self.triton_seed: Path | None = None
+        if self.cuda:
+            self.triton_seed = self._seed_triton_cache()
         self._sandbox = sandbox or self._new_sandbox()
         self._sandbox.wait_ready()
         self.sandbox_note = self._sandbox.note
@@ -133,8 +136,22 @@ class Worker:
 
     def _new_sandbox(self) -> Sandbox:
         return Sandbox(
-            _sandbox_device(self.torch, self.cuda), self.home, os_sandbox=self.os_sandbox
+            _sandbox_device(self.torch, self.cuda),
+            self.home,
+            os_sandbox=self.os_sandbox,
+            triton_seed=self.triton_seed,
         )
+
+    def _seed_triton_cache(self) -> Path:
+        """Triton's driver module and one launcher, built here by trusted code: every candidate
+        process starts with a copy of this cache, so it does not compile them again (~1-2 s of
+        C compiler each). A candidate's own cache is never copied to another."""
+        from .warmup import warm_up
+
+        seed = self.home / "triton-seed"
+        with _environ("TRITON_CACHE_DIR", str(seed)):
+            warm_up(self.device)
+        return seed
 
     def sandbox(self) -> Sandbox:
         """The zygote candidates fork from; a new one if a candidate took the last one down."""
