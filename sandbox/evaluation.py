@@ -29,6 +29,10 @@ from .results import Correctness, EvalResult, KernelStats, Memory, Mismatch, Tim
 # launches, faster per call than its flushed, timed calls; a claimed time below real work
 # (patched events, work left for after the end event) shows as a block that takes longer.
 CLOCK_FACTOR = 1.25
+# The host clock of the evaluator's own tests (no CUDA): one interpreted call takes milliseconds
+# and a loaded 2-core CI machine stretches one block by 1.6x against the timed calls (seen
+# here); the exploit this is tested with hides 20x its claim.
+HOST_CLOCK_FACTOR = 3.0
 CLOCK_OVERHEAD_MS = 5.0
 # Calls per block: enough to swamp the round trip for small kernels, few enough that the
 # block's inputs and outputs fit beside everything else (BLOCK_BYTES of them at most).
@@ -790,10 +794,10 @@ class Evaluation:
                 "reported inside it: the work was done after the judge's clock stopped",
                 rule="clock",
             )
-        head_start_ms = (
-            0.0 if self.config.host_clock_for_tests else self.config.head_start_us / 1000
-        )
-        bound = n * (CLOCK_FACTOR * claimed_ms + head_start_ms + digest_ms) + CLOCK_OVERHEAD_MS
+        host = self.config.host_clock_for_tests or not self.w.cuda
+        head_start_ms = 0.0 if host else self.config.head_start_us / 1000
+        factor = HOST_CLOCK_FACTOR if host else CLOCK_FACTOR
+        bound = n * (factor * claimed_ms + head_start_ms + digest_ms) + CLOCK_OVERHEAD_MS
         self.judge_ms_per_call = wall_ms / n
         self.clock_note = (
             f"judge's clock: {n} back-to-back calls in {wall_ms:.3f} ms "
@@ -805,7 +809,7 @@ class Evaluation:
                 "rejected",
                 f"the candidate claims {claimed_ms:.4f} ms per call, but the judge's own clock "
                 f"measured {n} back-to-back calls in {wall_ms:.3f} ms ({wall_ms / n:.4f} ms per "
-                f"call; allowed {bound:.3f} ms: {CLOCK_FACTOR}x the claim plus the head start, "
+                f"call; allowed {bound:.3f} ms: {factor}x the claim plus the head start, "
                 "the digest and the round trip). Times are measured by the evaluator: a patched "
                 "timer or work left for later is found this way.",
                 rule="clock",
