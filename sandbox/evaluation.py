@@ -28,7 +28,9 @@ from .results import Correctness, EvalResult, KernelStats, Memory, Mismatch, Tim
 # allowance for the round trip. An honest kernel's block runs with a warm L2 and overlapped
 # launches, faster per call than its flushed, timed calls; a claimed time below real work
 # (patched events, work left for after the end event) shows as a block that takes longer.
-CLOCK_FACTOR = 1.25
+# Not yet measured on a GPU: 1.5 leaves honest kernels room until the H200 says how close the
+# two clocks run (benchmarks/RESULTS.md will carry the ratio); tighten it then.
+CLOCK_FACTOR = 1.5
 # The host clock of the evaluator's own tests (no CUDA): one interpreted call takes milliseconds
 # and a loaded 2-core CI machine stretches one block by 1.6x against the timed calls (seen
 # here); the exploit this is tested with hides 20x its claim.
