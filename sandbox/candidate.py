@@ -69,6 +69,7 @@ class CandidateServer:
         self.block: list[Any] = []
         self.block_outputs: list[Any] = []
         self.graph_runner = None
+        self.graph_inputs: list[Any] = []
         self.flush = None
         set_precision(precision)
         self.guard = install_guard(home)
@@ -206,8 +207,9 @@ class CandidateServer:
             if m.get("host_clock"):
                 ms, out = timing.time_on_host(lambda: model(*inputs))
             elif m.get("cuda_graphs"):
+                self.graph_inputs = inputs  # this round's draw, copied into the captured ones
                 if self.graph_runner is None:
-                    self.graph_runner = timing._GraphRunner(lambda i: inputs, model)
+                    self.graph_runner = timing._GraphRunner(lambda i: self.graph_inputs, model)
                 ms, out, _ = self.graph_runner.timed(m["round"], self.flush_buffer(m), m["spin"])
                 out = _clone_output(out)
             else:
