@@ -105,7 +105,9 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
-        os.closerange(3, sock_fd)  # nothing of the zygote's but the candidate's own socket
+        # Nothing of the zygote's descriptors but the candidate's own socket.
+        os.closerange(3, sock_fd)
+        os.closerange(sock_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         home = Path(m["home"])
         os.chdir(home)
         os.environ.update(
