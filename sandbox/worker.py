@@ -944,10 +944,11 @@ class Evaluation:
 
     def check_output(self, out, ref, ref64, inputs, model, what: str, rule: str | None = None):
         from .compare import (
-            TOLERANCES,
             check_structure,
             compare,
+            error_stats,
             flatten_outputs,
+            has_bad_values,
             precision_limit,
             rel_error,
             storages_overlap,
@@ -1002,17 +1003,10 @@ class Evaluation:
                     self.edge_elements = max(self.edge_elements, near.count)
             if mismatch is not None:
                 self.mismatch = mismatch
-                kind = "nan" if _has_bad_values(o, r, torch) else (rule or "mismatch")
+                kind = "nan" if has_bad_values(o, r) else (rule or "mismatch")
                 raise Verdict("incorrect", f"{what}: {_mismatch_text(mismatch)}", rule=kind)
-            diff = (o.double() - r.double()).abs()
-            self.max_abs = max(self.max_abs, _finite_max(diff, torch))
-            # Relative to |expected| floored at atol/rtol: near-zero outputs (GELU of negatives)
-            # would otherwise report huge relative errors that mean nothing.
-            atol, rtol = TOLERANCES[self.ctx.dtype]
-            floor = atol / rtol if rtol else 1.0
-            self.max_rel = max(
-                self.max_rel, _finite_max(diff / r.double().abs().clamp_min(floor), torch)
-            )
+            max_abs, max_rel = error_stats(o, r, self.ctx.dtype)  # chunked, floored |expected|
+            self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
         for (name, o), (_, r), (_, r64) in zip(
             flatten_outputs(out), flatten_outputs(ref), flatten_outputs(ref64)
         ):
@@ -1269,17 +1263,6 @@ def _dtype_of(model, torch):
         if p.is_floating_point():
             return p.dtype
     return torch.get_default_dtype()
-
-
-def _has_bad_values(out, ref, torch) -> bool:
-    if not out.is_floating_point():
-        return False
-    return bool((~torch.isfinite(out) & torch.isfinite(ref.to(out.dtype))).any())
-
-
-def _finite_max(t, torch) -> float:
-    t = t[torch.isfinite(t)]
-    return float(t.max()) if t.numel() else 0.0
 
 
 def _mismatch_text(m: Mismatch) -> str:
