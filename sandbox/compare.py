@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -64,8 +66,17 @@ POLICIES = ("strict", "tf32-ok")
 # on a GPU, where it is judged without this.
 INTERPRETER_BF16_SLACK = 2.0**-7
 
-# Elements compared per slice: bounds the float64 temporaries to a few hundred MB on the device.
-_CHUNK = 1 << 24
+# -- memory: every comparison works in chunks ------------------------------------------------------
+# Elements per chunk. The exact comparison's working set is one chunk's: both operands in float64,
+# |out - ref|, |ref| and the bound, plus bool masks, ~44 bytes an element (peak measured on CPU
+# with glibc returning freed blocks: 181 MB for a 2^22-element chunk of a transposed fp32 output
+# with a float64 reference; rel_error 27, error_stats 23 bytes an element), so ~370 MB at 2^23.
+# The judge's budget is 4x the reference's footprint plus 1 GiB; 2^24 would take ~0.7 GiB of it
+# for one comparison. A chunk of a non-contiguous tensor (a transposed output, an expanded input)
+# is copied alone, never the whole tensor, and a float64 reference kept on another device (the
+# host, when it did not fit on the GPU) moves over one chunk at a time. KernelBench's largest
+# level-1 outputs (1.6G fp32 elements) take ~200 chunks, one device synchronisation each.
+CHUNK_ELEMENTS = 1 << 23
 _MAX_FIRST_BAD = 5
 
 
@@ -116,10 +127,11 @@ def check_structure(out: Any, ref: Any, path: str = "out") -> tuple[str, str] | 
 def compare(out: Any, ref: Any, dtype, ref64: Any = None) -> Mismatch | None:
     """How `out` differs from `ref` beyond the tolerance of `dtype`, or None when it does not.
 
-    Full-tensor, in float64 on the reference's device. NaN and Inf must sit at the same positions
-    with the same signs; a NaN or Inf in `out` where `ref` is finite is reported first (see
-    `mismatch_rule`). Assumes `check_structure(out, ref)` passed; nested outputs are compared leaf
-    by leaf and the first differing leaf is reported. Non-tensor leaves compare by value.
+    Full-tensor, in float64 chunks of CHUNK_ELEMENTS on the reference's device. NaN and Inf must
+    sit at the same positions with the same signs; a NaN or Inf in `out` where `ref` is finite is
+    reported first (see `mismatch_rule`). Assumes `check_structure(out, ref)` passed (a tensor
+    leaf of another shape or kind counts as wholly wrong); nested outputs are compared leaf by
+    leaf and the first differing leaf is reported. Non-tensor leaves compare by value.
 
     ref64: the same computation in float64. Given, an element outside the tolerance of `ref`
     (eager's output) still passes when it is within the tolerance of ref64 widened by
@@ -215,6 +227,31 @@ def same_bits(a: Any, b: Any) -> bool:
     return all(_same_leaf(x, y) for (_, x), (_, y) in zip(leaves_a, leaves_b))
 
 
+def error_stats(out: torch.Tensor, ref: torch.Tensor, dtype) -> tuple[float, float]:
+    """(max abs error, max rel error) of `out` against `ref` in float64, over finite errors.
+
+    The relative error divides by |ref| floored at atol/rtol of `dtype` (1.0 when rtol is 0):
+    near-zero outputs (GELU of negatives) would otherwise report huge relative errors that mean
+    nothing. Positions where either side is NaN or Inf are left out (the comparison judges
+    those); 0.0 when nothing is left. Chunked; `ref` may live on another device than `out`.
+    """
+    atol, rtol = TOLERANCES[_as_dtype(dtype)]
+    floor = atol / rtol if rtol else 1.0
+    max_abs, max_rel = 0.0, 0.0
+    for _, index in _runs(out):
+        chunk_abs, chunk_rel = _chunk_errors(out, ref, index, floor)
+        max_abs, max_rel = max(max_abs, chunk_abs), max(max_rel, chunk_rel)
+    return max_abs, max_rel
+
+
+def has_bad_values(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """True when `out` holds a NaN or Inf where `ref` (in out's dtype) is finite. Chunked; `ref`
+    may live on another device than `out`."""
+    if not out.is_floating_point():
+        return False
+    return any(_chunk_has_bad(out, ref, index) for _, index in _runs(out))
+
+
 # -- internals -------------------------------------------------------------------------------------
 
 
@@ -244,71 +281,95 @@ def _compare_tensor(
     tol: tuple[float, float],
     ref64: torch.Tensor | None = None,
 ) -> Mismatch | None:
-    if ref.is_complex():  # real and imaginary parts as a trailing dimension of 2
-        out, ref = torch.view_as_real(out.resolve_conj()), torch.view_as_real(ref.resolve_conj())
-        ref64 = None
+    if (
+        not isinstance(out, torch.Tensor)
+        or out.shape != ref.shape
+        or out.is_complex() != ref.is_complex()
+    ):  # check_structure's job, but a timed call's output is compared without it
+        n = ref.numel()
+        return Mismatch(name, n, n, math.inf, math.inf)
     atol, rtol = tol
     if _surely_within(out, ref, atol, rtol):
         return None
-    o_flat = out.detach().to(ref.device).reshape(-1)
-    r_flat = ref.detach().reshape(-1)
-    e_flat, slack = None, 0.0
-    if ref64 is not None and ref64.shape == ref.shape:
-        e_flat = ref64.detach().to(ref.device).reshape(-1)
-        slack = PRECISION_FACTOR * _worst_error(r_flat, e_flat)
-    count, max_abs, max_rel = 0, 0.0, 0.0
-    nonfinite: list[tuple[int, float, float]] = []
-    other: list[tuple[int, float, float]] = []
-    for start in range(0, r_flat.numel(), _CHUNK):
-        o = _as_float64(o_flat[start : start + _CHUNK])
-        r = _as_float64(r_flat[start : start + _CHUNK])
-        both = torch.isfinite(o) & torch.isfinite(r)
-        diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
-        same_special = (torch.isnan(o) & torch.isnan(r)) | (~both & (o == r))
-        special_bad = ~both & ~same_special
-        bad = special_bad | (both & (diff > atol + rtol * r.abs()))
-        if e_flat is not None and math.isfinite(slack) and bool(bad.any()):
-            e = _as_float64(e_flat[start : start + _CHUNK])
-            near_exact = (o - e).abs() <= atol + rtol * e.abs() + slack
-            bad &= ~(both & torch.isfinite(e) & near_exact)
-        n_bad = int(bad.sum())
-        if diff.numel():
-            max_abs = max(max_abs, float(diff.max()))
-            meaningful = both & (r.abs() > atol)  # relative error where |expected| > atol
-            if bool(meaningful.any()):
-                max_rel = max(max_rel, float((diff[meaningful] / r[meaningful].abs()).max()))
-        if n_bad == 0:
-            continue
-        count += n_bad
-        introduced = special_bad & ~torch.isfinite(o) & torch.isfinite(r)
-        if len(nonfinite) < _MAX_FIRST_BAD:
-            nonfinite += _first(introduced, o, r, start, _MAX_FIRST_BAD - len(nonfinite))
-        if len(other) < _MAX_FIRST_BAD:
-            other += _first(bad & ~introduced, o, r, start, _MAX_FIRST_BAD - len(other))
-    if count == 0:
+    shape = tuple(ref.shape) + ((2,) if ref.is_complex() else ())
+    if ref.is_complex() or ref64 is None or ref64.shape != ref.shape:
+        ref64 = None  # complex: real and imaginary parts, judged without the float64 widening
+    slack = PRECISION_FACTOR * _worst_error(ref, ref64) if ref64 is not None else math.inf
+    judge = _Judged(atol, rtol, ref64 if math.isfinite(slack) else None, slack)
+    for start, index in _runs(ref):
+        judge.chunk(out, ref, index, start)
+    if judge.count == 0:
         return None
-    first = (nonfinite + other)[:_MAX_FIRST_BAD]
-    shape = tuple(ref.shape)
+    first = (judge.nonfinite + judge.other)[:_MAX_FIRST_BAD]
     return Mismatch(
         output=name,
-        count=count,
-        total=r_flat.numel(),
-        max_abs_err=max_abs,
-        max_rel_err=max_rel,
+        count=judge.count,
+        total=math.prod(shape),
+        max_abs_err=judge.max_abs,
+        max_rel_err=judge.max_rel,
         first_bad=tuple((_unravel(i, shape), got, exp) for i, got, exp in first),
     )
 
 
+@dataclass
+class _Judged:
+    """The exact comparison's running totals, one chunk at a time (see `compare`)."""
+
+    atol: float
+    rtol: float
+    ref64: torch.Tensor | None  # given: widen the tolerance by `slack` around it
+    slack: float
+    count: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    nonfinite: list[tuple[int, float, float]] = field(default_factory=list)
+    other: list[tuple[int, float, float]] = field(default_factory=list)
+
+    def chunk(self, out: torch.Tensor, ref: torch.Tensor, index: tuple, start: int) -> None:
+        # Everything below dies on return, before the next chunk is fetched: the peak is one
+        # chunk's working set, ~48 bytes an element (see CHUNK_ELEMENTS).
+        atol, rtol = self.atol, self.rtol
+        o = _chunk(out, index, ref.device, torch.float64)
+        r = _chunk(ref, index, ref.device, torch.float64)
+        both = torch.isfinite(o) & torch.isfinite(r)
+        special_bad = ~both & ~((torch.isnan(o) & torch.isnan(r)) | (o == r))
+        diff = (o - r).abs_().masked_fill_(~both, 0.0)
+        r_abs = r.abs()
+        bad = special_bad | (both & (diff > r_abs.mul(rtol).add_(atol)))
+        meaningful = both & (r_abs > atol)  # relative error where |expected| > atol
+        rel = torch.div(diff, r_abs, out=r_abs).masked_fill_(~meaningful, 0.0)
+        chunk_abs, chunk_rel = torch.stack([diff.max(), rel.max()]).tolist()
+        self.max_abs, self.max_rel = max(self.max_abs, chunk_abs), max(self.max_rel, chunk_rel)
+        del diff, r_abs, rel, meaningful  # the float64 widening below needs room of its own
+        if self.ref64 is not None and bool(bad.any()):  # its chunk moves over only if needed
+            e = _chunk(self.ref64, index, ref.device, torch.float64)
+            bound = e.abs().mul_(rtol).add_(atol).add_(self.slack)
+            near_exact = (o - e).abs_() <= bound
+            del bound
+            bad &= ~(both & torch.isfinite(e) & near_exact)
+            del e, near_exact
+        n_bad = int(bad.sum())
+        if n_bad == 0:
+            return
+        self.count += n_bad
+        introduced = special_bad & ~torch.isfinite(o) & torch.isfinite(r)
+        if len(self.nonfinite) < _MAX_FIRST_BAD:
+            n = _MAX_FIRST_BAD - len(self.nonfinite)
+            self.nonfinite += _first(introduced, o, r, start, n)
+        if len(self.other) < _MAX_FIRST_BAD:
+            self.other += _first(bad & ~introduced, o, r, start, _MAX_FIRST_BAD - len(self.other))
+
+
 def _worst_error(ref: torch.Tensor, ref64: torch.Tensor) -> float:
     """max |ref - ref64| over the elements where both are finite (eager's worst error)."""
-    worst = 0.0
-    for start in range(0, ref.numel(), _CHUNK):
-        r = _as_float64(ref[start : start + _CHUNK])
-        e = _as_float64(ref64[start : start + _CHUNK])
-        both = torch.isfinite(r) & torch.isfinite(e)
-        if bool(both.any()):
-            worst = max(worst, float((r[both] - e[both]).abs().max()))
-    return worst
+    return max((_chunk_worst(ref, ref64, index) for _, index in _runs(ref)), default=0.0)
+
+
+def _chunk_worst(ref: torch.Tensor, ref64: torch.Tensor, index: tuple) -> float:
+    r = _chunk(ref, index, ref.device, torch.float64)
+    e = _chunk(ref64, index, ref.device, torch.float64)
+    both = torch.isfinite(r) & torch.isfinite(e)
+    return float((r - e).abs_().masked_fill_(~both, 0.0).max())
 
 
 # The fast path's margin: far above float32's rounding of |out - ref| and of the bound (~1e-7
@@ -322,8 +383,12 @@ def _surely_within(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: floa
     edge go the exact way (which also finds the first bad elements)."""
     if ref.dtype not in (torch.float32, torch.float16, torch.bfloat16) or not atol + rtol:
         return False
-    o = out.detach().to(device=ref.device, dtype=torch.float32)
-    r = ref.detach().to(torch.float32)
+    return all(_chunk_within(out, ref, index, atol, rtol) for _, index in _runs(ref))
+
+
+def _chunk_within(out: torch.Tensor, ref: torch.Tensor, index: tuple, atol, rtol) -> bool:
+    o = _chunk(out, index, ref.device, torch.float32)
+    r = _chunk(ref, index, ref.device, torch.float32)
     bound = r.abs().mul_(rtol).add_(atol).mul_(_FAST_MARGIN)
     return bool(((o - r).abs_() <= bound).all())
 
@@ -359,25 +424,48 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _tensor_rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    if ref.is_complex() or out.is_complex():
-        out, ref = torch.view_as_real(out.resolve_conj()), torch.view_as_real(ref.resolve_conj())
-    o_flat = out.detach().to(ref.device).reshape(-1)
-    r_flat = ref.detach().reshape(-1)
-    if o_flat.numel() != r_flat.numel():
+    if out.is_complex() != ref.is_complex() or out.shape != ref.shape:
         return math.inf
     diff_sq, ref_sq = 0.0, 0.0
-    for start in range(0, r_flat.numel(), _CHUNK):
-        o = _as_float64(o_flat[start : start + _CHUNK])
-        r = _as_float64(r_flat[start : start + _CHUNK])
-        both = torch.isfinite(o) & torch.isfinite(r)
-        same_special = (torch.isnan(o) & torch.isnan(r)) | (~both & (o == r))
-        if bool((~both & ~same_special).any()):
+    for _, index in _runs(out):
+        sums = _chunk_squares(out, ref, index)
+        if sums is None:
             return math.inf
-        diff_sq += float(torch.where(both, o - r, torch.zeros_like(o)).square().sum())
-        ref_sq += float(torch.where(both, r, torch.zeros_like(r)).square().sum())
+        diff_sq, ref_sq = diff_sq + sums[0], ref_sq + sums[1]
     if ref_sq == 0.0:
         return 0.0 if diff_sq == 0.0 else math.inf
     return math.sqrt(diff_sq) / math.sqrt(ref_sq)
+
+
+def _chunk_squares(out: torch.Tensor, ref: torch.Tensor, index: tuple) -> list[float] | None:
+    """[sum (out - ref)^2, sum ref^2] over one chunk, or None for a NaN/Inf that differs."""
+    o = _chunk(out, index, out.device, torch.float64)
+    r = _chunk(ref, index, out.device, torch.float64)
+    both = torch.isfinite(o) & torch.isfinite(r)
+    same_special = (torch.isnan(o) & torch.isnan(r)) | (~both & (o == r))
+    if bool((~both & ~same_special).any()):
+        return None
+    diff = (o - r).masked_fill_(~both, 0.0).square_().sum()
+    return torch.stack([diff, r.masked_fill(~both, 0.0).square_().sum()]).tolist()
+
+
+def _chunk_errors(out: torch.Tensor, ref: torch.Tensor, index: tuple, floor: float):
+    o = _chunk(out, index, out.device, torch.float64)
+    r = _chunk(ref, index, out.device, torch.float64)
+    # A non-finite |out - ref| set to 0 also zeroes its relative error: both are left out, and
+    # every error is >= 0, so the maxima are those over the finite errors.
+    diff = _finite_or_zero_((o - r).abs_())
+    del o
+    den = r.abs().clamp_min_(floor)
+    rel = _finite_or_zero_(torch.div(diff, den, out=den))
+    return torch.stack([diff.max(), rel.max()]).tolist()
+
+
+def _chunk_has_bad(out: torch.Tensor, ref: torch.Tensor, index: tuple) -> bool:
+    o = _chunk(out, index, out.device)
+    bad = ~torch.isfinite(o)
+    del o
+    return bool((bad & torch.isfinite(_chunk(ref, index, out.device, out.dtype))).any())
 
 
 def _same_leaf(x: Any, y: Any) -> bool:
@@ -391,20 +479,66 @@ def _same_leaf(x: Any, y: Any) -> bool:
 def _same_tensor_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    if a.device != b.device:
-        b = b.to(a.device)
-    if a.is_complex():
-        a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
-    return torch.equal(_bytes(a.resolve_neg()), _bytes(b.resolve_neg()))
+    return all(
+        torch.equal(_bytes(_chunk(a, index, a.device)), _bytes(_chunk(b, index, a.device)))
+        for _, index in _runs(a)
+    )
 
 
 def _bytes(t: torch.Tensor) -> torch.Tensor:
-    flat = t.detach().reshape(-1).contiguous()
+    flat = t.resolve_neg().contiguous()
     return flat.view(torch.uint8) if flat.dtype != torch.bool else flat
 
 
-def _as_float64(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float64)
+def _runs(t: torch.Tensor) -> Iterator[tuple[int, tuple]]:
+    """(flat offset, index) of the chunks of `t`, in row-major order, CHUNK_ELEMENTS at most
+    each. A complex tensor is chunked as its real view (view_as_real: real and imaginary parts
+    as a trailing dimension of 2), and the offsets count real elements. Callers fetch each chunk
+    with `_chunk` inside a function of their own, so that one chunk's temporaries are gone
+    before the next one is fetched."""
+    pairs = 2 if t.is_complex() else 1
+    for offset, index in _blocks(tuple(t.shape), max(1, CHUNK_ELEMENTS // pairs)):
+        yield offset * pairs, index
+
+
+def _chunk(
+    t: torch.Tensor, index: tuple, device: torch.device, dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """`t[index]` as a 1-d tensor on `device` (in `dtype` if given). A view of `t` where its
+    layout, device and dtype allow, so callers never write into it; else a copy of this chunk
+    alone (a transposed or expanded tensor is never copied whole)."""
+    c = t.detach()[index].reshape(-1)
+    if c.is_complex():
+        c = torch.view_as_real(c.resolve_conj()).reshape(-1)
+    return c.to(device=device, dtype=dtype or c.dtype)
+
+
+def _blocks(
+    shape: tuple[int, ...], limit: int, prefix: tuple = (), offset: int = 0
+) -> Iterator[tuple[int, tuple]]:
+    """(flat offset, index) pairs: `tensor[index]` is a row-major run of at most `limit`
+    elements, and the runs cover a tensor of `shape` in order. Depends on the shape alone, so
+    tensors of one shape and any strides are cut at the same elements."""
+    numel = math.prod(shape)
+    if numel == 0:
+        return
+    if numel <= limit:
+        yield offset, prefix
+        return
+    inner = math.prod(shape[1:])
+    if inner <= limit:  # whole rows of the leading dimension per block
+        step = limit // inner
+        for i in range(0, shape[0], step):
+            yield offset + i * inner, (*prefix, slice(i, min(i + step, shape[0])))
+        return
+    for i in range(shape[0]):  # a row is too large: cut inside it
+        yield from _blocks(shape[1:], limit, (*prefix, i), offset + i * inner)
+
+
+def _finite_or_zero_(t: torch.Tensor) -> torch.Tensor:
+    """`t` with its NaN and Inf elements set to 0, in place (no temporaries: torch.isfinite
+    allocates |t| on the way, 9 bytes an element for float64)."""
+    return t.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def _as_dtype(dtype) -> torch.dtype:

@@ -525,9 +525,10 @@ class Evaluation:
 
     def check_output(self, out, ref, ref64, what: str, rule: str | None = None) -> None:
         from .compare import (
-            TOLERANCES,
             compare,
+            error_stats,
             flatten_outputs,
+            has_bad_values,
             precision_limit,
             rel_error,
         )
@@ -546,12 +547,10 @@ class Evaluation:
                     self.edge_elements = max(self.edge_elements, near.count)
             if mismatch is not None:
                 self.mismatch = mismatch
-                kind = "nan" if _has_bad_values(o, r, torch) else (rule or "mismatch")
+                kind = "nan" if has_bad_values(o, r) else (rule or "mismatch")
                 raise Verdict("incorrect", f"{what}: {_mismatch_text(mismatch)}", rule=kind)
-            atol, rtol = TOLERANCES[self.ctx.dtype]
-            max_abs, max_rel = _error_stats(o, r, atol / rtol if rtol else 1.0, torch)
-            self.max_abs = max(self.max_abs, max_abs)
-            self.max_rel = max(self.max_rel, max_rel)
+            max_abs, max_rel = error_stats(o, r, self.ctx.dtype)  # chunked, floored |expected|
+            self.max_abs, self.max_rel = max(self.max_abs, max_abs), max(self.max_rel, max_rel)
         for (name, o), (_, r), (_, r64) in zip(
             flatten_outputs(out), flatten_outputs(ref), flatten_outputs(ref64)
         ):
@@ -1039,23 +1038,6 @@ def _tensors(out, torch) -> list[Any]:
     from .compare import flatten_outputs
 
     return [v for _, v in flatten_outputs(out) if isinstance(v, torch.Tensor)]
-
-
-def _has_bad_values(out, ref, torch) -> bool:
-    if not out.is_floating_point():
-        return False
-    return bool((~torch.isfinite(out) & torch.isfinite(ref.to(out.dtype))).any())
-
-
-def _error_stats(o, r, floor: float, torch) -> tuple[float, float]:
-    diff = (o.double() - r.double()).abs()
-    rel = diff / r.double().abs().clamp_min(floor)
-    return _finite_max(diff, torch), _finite_max(rel, torch)
-
-
-def _finite_max(t, torch) -> float:
-    t = t[torch.isfinite(t)]
-    return float(t.max()) if t.numel() else 0.0
 
 
 def _mismatch_text(m: Mismatch) -> str:

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks import format_violations, static_check
+from .bounded import bounded_static_check
+from .checks import format_violations
 from .config import EvalConfig
 from .isolation import rss_bytes, worker_env
 from .results import Baseline, Environment, EvalResult
@@ -369,7 +370,7 @@ class EvalPool:
     def _static_verdict(self, job: _Job) -> EvalResult | None:
         if job.config.unsafe_skip_static_checks:
             return None
-        violations = static_check(job.source)
+        violations = bounded_static_check(job.source)
         if not violations:
             return None
         status = "compile_error" if violations[0].rule == "syntax" else "rejected"

@@ -38,14 +38,75 @@ def fault_of(status: str, rule: str | None) -> Fault:
 MAX_MESSAGE_CHARS = 4000
 
 
+# Every other string a result carries is capped too, at construction and in from_dict: results
+# cross process boundaries, go into the store and into prompts, and much of their text is the
+# candidate's (kernel names, error text, names quoted in notes). A 300 KB kernel name made a
+# 302 KB result. Free text (notes, the variant note, timing notes) gets MAX_TEXT_CHARS; names,
+# rules, hashes, versions and dict keys MAX_NAME_CHARS (a Python identifier is rarely past 60).
+MAX_TEXT_CHARS = 2000
+MAX_NAME_CHARS = 256
+_TEXT_FIELDS = frozenset({"notes", "variant_note", "note", "compiled_error", "ops_note"})
+# Tuples and dicts keep at most this many entries (a candidate with thousands of kernels or
+# autotune configs lists the first ones); a tuple of strings ends with a marker when cut.
+MAX_ITEMS = 256
+
+
 def bounded(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """`text` cut to `limit` characters, keeping its head and tail around a marker."""
+    return _cut(text, limit, "\n")
+
+
+def _cut(text: str, limit: int, sep: str) -> str:
     if len(text) <= limit:
         return text
-    marker = f"\n[... {len(text) - limit} characters cut ...]\n"
-    keep = limit - len(marker)
+    marker = f"{sep}[... {len(text) - limit} characters cut ...]{sep}"
+    keep = max(limit - len(marker), 0)
     head = keep * 2 // 3
     return text[:head] + marker + text[len(text) - (keep - head) :]
+
+
+class _Capped:
+    """Caps every string field (and the strings, keys and entries of its tuples and dicts) of a
+    result dataclass when it is built; nested records cap themselves."""
+
+    def __post_init__(self) -> None:
+        _cap_fields(self)
+
+
+def _cap_fields(record: Any) -> None:
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if f.name == "message":
+            capped = _capped(value, MAX_MESSAGE_CHARS, "\n")
+        elif f.name in _TEXT_FIELDS:
+            capped = _capped(value, MAX_TEXT_CHARS, "\n")
+        else:
+            capped = _capped(value, MAX_NAME_CHARS, " ")
+        if capped is not value:
+            object.__setattr__(record, f.name, capped)
+
+
+def _capped(value: Any, limit: int, sep: str) -> Any:
+    """`value` itself when nothing in it is over the caps, else a capped copy."""
+    if isinstance(value, str):
+        return _cut(value, limit, sep)
+    if isinstance(value, tuple):
+        items = tuple(_capped(v, limit, sep) for v in value[:MAX_ITEMS])
+        if len(value) > MAX_ITEMS and all(isinstance(v, str) for v in value):
+            items += (f"[... {len(value) - MAX_ITEMS} more cut ...]",)
+        same = len(items) == len(value) and all(a is b for a, b in zip(items, value))
+        return value if same else items
+    if isinstance(value, dict):
+        entries = list(value.items())[:MAX_ITEMS]
+        capped = {
+            _cut(k, MAX_NAME_CHARS, " ") if isinstance(k, str) else k: _capped(v, limit, sep)
+            for k, v in entries
+        }
+        same = len(capped) == len(value) and all(
+            k in value and value[k] is v for k, v in capped.items()
+        )
+        return value if same else capped
+    return value
 
 
 class _JsonRecord:
@@ -67,7 +128,7 @@ class _JsonRecord:
 
 
 @dataclass(frozen=True)
-class Timing:
+class Timing(_Capped):
     """Times of one function (candidate, eager or torch.compile) over interleaved calls, in ms."""
 
     median_ms: float
@@ -84,7 +145,7 @@ class Timing:
 
 
 @dataclass(frozen=True)
-class Timings:
+class Timings(_Capped):
     """All times of one evaluation. `meaningful` is False under the Triton interpreter."""
 
     meaningful: bool
@@ -100,7 +161,7 @@ class Timings:
 
 
 @dataclass(frozen=True)
-class Roofline:
+class Roofline(_Capped):
     """The physical floor for this task on this device (bytes over bandwidth, FLOPs over peak)."""
 
     bytes: int
@@ -114,7 +175,7 @@ class Roofline:
 
 
 @dataclass(frozen=True)
-class Mismatch:
+class Mismatch(_Capped):
     """How an output differs from the reference, written for the critic."""
 
     output: str  # "out", "out[1]", ...
@@ -126,12 +187,12 @@ class Mismatch:
 
 
 @dataclass(frozen=True)
-class Correctness:
+class Correctness(_Capped):
     """What was checked and how close the candidate came."""
 
     trials: int = 0
     seeds: tuple[int, ...] = ()
-    shapes: tuple[dict[str, int], ...] = ()  # size constants of each shape checked
+    shapes: tuple[dict[str, int | tuple[int, ...]], ...] = ()  # size constants of each shape
     variant_checked: bool = False
     variant_note: str = ""
     atol: float = 0.0
@@ -150,7 +211,7 @@ class Correctness:
 
 
 @dataclass(frozen=True)
-class Memory:
+class Memory(_Capped):
     """Peak device memory (bytes) of the reference and of the candidate, beside the task's
     footprint: its inputs, outputs and parameters. None where not measured (the interpreter)."""
 
@@ -163,7 +224,7 @@ class Memory:
 
 
 @dataclass(frozen=True)
-class KernelStats:
+class KernelStats(_Capped):
     """Compile statistics of one Triton kernel the candidate launched."""
 
     name: str
@@ -176,7 +237,7 @@ class KernelStats:
 
 
 @dataclass(frozen=True)
-class Environment:
+class Environment(_Capped):
     """Where the result was produced; results from different environments are not comparable."""
 
     device: str = "cpu"
@@ -210,7 +271,7 @@ class EvalResult(_JsonRecord):
     task_hash: str = ""
     source_hash: str = ""
     dtype: str = "fp32"
-    shape_overrides: dict[str, int] = field(default_factory=dict)
+    shape_overrides: dict[str, int | tuple[int, ...]] = field(default_factory=dict)
     correctness: Correctness | None = None
     timings: Timings | None = None
     speedup_eager: float | None = None
@@ -228,7 +289,7 @@ class EvalResult(_JsonRecord):
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; expected one of {STATUSES}")
-        object.__setattr__(self, "message", bounded(self.message))
+        _cap_fields(self)
 
     @property
     def ok(self) -> bool:
@@ -332,7 +393,7 @@ def _from_jsonable(tp: Any, data: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class OpTime:
+class OpTime(_Capped):
     """One PyTorch op of the reference forward in the profile (torch.profiler, self time)."""
 
     name: str
@@ -350,7 +411,7 @@ class Baseline(_JsonRecord):
     task: str = ""
     task_hash: str = ""
     dtype: str = "fp32"
-    shape_overrides: dict[str, int] = field(default_factory=dict)
+    shape_overrides: dict[str, int | tuple[int, ...]] = field(default_factory=dict)
     timings: Timings | None = None
     roofline: Roofline | None = None
     # Where the reference spends its time, by op, most expensive first (the planner reads it).
@@ -364,7 +425,7 @@ class Baseline(_JsonRecord):
     setup_s: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "message", bounded(self.message))
+        _cap_fields(self)
 
     @property
     def ok(self) -> bool:

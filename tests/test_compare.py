@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -12,7 +16,9 @@ from kernelwright.sandbox.compare import (
     TOLERANCES,
     check_structure,
     compare,
+    error_stats,
     flatten_outputs,
+    has_bad_values,
     mismatch_rule,
     precision_limit,
     rel_error,
@@ -92,7 +98,7 @@ def test_mismatch_counts_and_first_bad_indices():
 
 
 def test_first_bad_indices_across_chunks(monkeypatch):
-    monkeypatch.setattr(cmp, "_CHUNK", 7)
+    monkeypatch.setattr(cmp, "CHUNK_ELEMENTS", 7)
     ref = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5)
     out = ref.clone()
     out[2, 3, 4] = -1.0
@@ -342,3 +348,297 @@ def test_the_interpreter_truncates_fp32_to_bf16():
     store[(1,)](x, y)
     assert x.to(torch.bfloat16).item() == 2.046875  # torch: to nearest
     assert y.item() == 2.03125  # interpreter: truncated
+
+
+# -- chunks: bounded temporaries, the same answers -------------------------------------------------
+
+WHOLE = 1 << 40  # a chunk larger than any tensor here: the unchunked computation
+CHUNKS = (1, 5, 7, 64)
+
+
+def _layouts(shape: tuple[int, ...], seed: int) -> dict[str, torch.Tensor]:
+    """The same kind of values of `shape` in several layouts: contiguous, transposed, strided,
+    expanded."""
+    g = torch.Generator().manual_seed(seed)
+    flipped = torch.randn(tuple(reversed(shape)), generator=g).permute(
+        tuple(reversed(range(len(shape))))
+    )
+    wide = torch.randn(tuple(2 * n for n in shape), generator=g)
+    strided = wide[tuple(slice(None, None, 2) for _ in shape)]
+    base = torch.randn((1,) * len(shape), generator=g).expand(shape) if shape else None
+    layouts = {"contiguous": torch.randn(shape, generator=g), "transposed": flipped}
+    layouts["strided"] = strided
+    if base is not None:
+        layouts["expanded"] = base
+    return layouts
+
+
+def _perturbed(ref: torch.Tensor, seed: int, specials: bool) -> torch.Tensor:
+    """`ref` in another layout (transposed where it has 2+ dims) with some elements off by
+    1e-3 (past fp32's 1e-4) and, with `specials`, NaN and Inf where ref is finite."""
+    g = torch.Generator().manual_seed(seed)
+    out = ref.clone()
+    if out.dim() >= 2:
+        out = out.transpose(0, -1).contiguous().transpose(0, -1)  # same values, other strides
+    flat = out.view(-1) if out.is_contiguous() else None
+    n = ref.numel()
+    picks = torch.randperm(n, generator=g)[: max(1, n // 4)]
+    bumps = torch.zeros(n)
+    bumps[picks] = 1e-3 * (1 + torch.rand(len(picks), generator=g))
+    out += bumps.view(ref.shape)
+    if specials and n >= 3:
+        idx = [_unravel_test(int(i), ref.shape) for i in picks[:2]]
+        out[idx[0]] = float("nan")
+        out[idx[1]] = float("-inf")
+    del flat
+    return out
+
+
+def _unravel_test(flat: int, shape) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return tuple(reversed(index))
+
+
+def _chunked(monkeypatch, chunk: int, fn, *args):
+    monkeypatch.setattr(cmp, "CHUNK_ELEMENTS", chunk)
+    return fn(*args)
+
+
+SHAPES = [(3, 5, 7), (13,), (1, 1), (2, 1, 17), (4, 33), ()]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("specials", [False, True], ids=["finite", "nan-inf"])
+def test_chunked_compare_equals_the_unchunked_answer(monkeypatch, shape, specials):
+    for k, (layout, ref) in enumerate(_layouts(shape, seed=len(shape)).items()):
+        out = _perturbed(ref, seed=k, specials=specials)
+        ref64 = ref.double() + 1e-9
+        for r64 in (None, ref64):
+            whole = _chunked(monkeypatch, WHOLE, compare, out, ref, torch.float32, r64)
+            assert whole is not None, (layout, "the perturbation must fail fp32's tolerance")
+            for chunk in CHUNKS:
+                got = _chunked(monkeypatch, chunk, compare, out, ref, torch.float32, r64)
+                assert repr(got) == repr(whole), (layout, chunk, r64 is not None)
+
+
+def test_chunked_compare_matches_a_plain_torch_count_and_first_indices(monkeypatch):
+    ref = torch.randn(7, 11, 13).permute(2, 0, 1)  # (13, 7, 11), non-contiguous
+    out = _perturbed(ref, seed=3, specials=False)
+    o, r = out.double(), ref.double()
+    bad = (o - r).abs() > 1e-4 + 1e-4 * r.abs()
+    expected_first = [tuple(i) for i in torch.nonzero(bad)[:5].tolist()]
+    for chunk in CHUNKS:
+        m = _chunked(monkeypatch, chunk, compare, out, ref, torch.float32)
+        assert m.count == int(bad.sum()) and m.total == ref.numel()
+        assert [i for i, _, _ in m.first_bad] == expected_first
+        assert m.max_abs_err == float((o - r).abs().max())
+
+
+def test_chunked_compare_finds_an_introduced_nan_in_the_last_chunk_first(monkeypatch):
+    ref = torch.randn(5, 9)
+    out = ref.clone()
+    out[0, 1] += 1.0
+    out[4, 8] = float("nan")
+    m = _chunked(monkeypatch, 4, compare, out, ref, torch.float32)
+    assert m.count == 2 and m.first_bad[0][0] == (4, 8) and mismatch_rule(m) == "nan"
+
+
+def test_chunked_compare_of_complex_and_conjugated_outputs(monkeypatch):
+    ref = torch.randn(3, 7, dtype=torch.complex64)
+    out = ref.clone()
+    out[1, 2] += 1j
+    out[2, 6] += 1.0
+    conj = out.conj().resolve_conj().conj()  # the same values behind a conjugate bit
+    whole = _chunked(monkeypatch, WHOLE, compare, out, ref, torch.float32)
+    assert whole.count == 2 and whole.total == 42
+    assert [i for i, _, _ in whole.first_bad] == [(1, 2, 1), (2, 6, 0)]
+    for chunk in CHUNKS:
+        assert repr(_chunked(monkeypatch, chunk, compare, conj, ref, torch.float32)) == repr(whole)
+        assert _chunked(monkeypatch, chunk, same_bits, conj, out)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_chunked_rel_error_equals_the_unchunked_answer(monkeypatch, shape):
+    for k, ref in enumerate(_layouts(shape, seed=1).values()):
+        out = _perturbed(ref, seed=k, specials=False)
+        r64 = ref.double().transpose(0, -1) if ref.dim() >= 2 else ref.double()
+        r64 = r64.contiguous().transpose(0, -1) if ref.dim() >= 2 else r64
+        plain = float((out.double() - r64).norm() / r64.norm())
+        for chunk in (WHOLE, *CHUNKS):
+            got = _chunked(monkeypatch, chunk, rel_error, out, r64)
+            assert got == pytest.approx(plain, rel=1e-12)
+    special = torch.tensor([1.0, float("nan"), 2.0])
+    assert _chunked(monkeypatch, 1, rel_error, special, special.double()) == 0.0
+    assert _chunked(monkeypatch, 1, rel_error, special, torch.ones(3).double()) == math.inf
+
+
+def test_chunked_same_bits_sees_one_flipped_bit_anywhere(monkeypatch):
+    base = torch.randn(6, 10, 7)
+    view = base[::2, 1::3].transpose(0, 2)  # (7, 3, 3), strided
+    copy = view.contiguous()
+    monkeypatch.setattr(cmp, "CHUNK_ELEMENTS", 5)
+    assert same_bits(view, copy)
+    for i in (0, copy.numel() // 2, copy.numel() - 1):
+        flipped = copy.clone()
+        bits = flipped.view(-1).view(torch.int32)
+        bits[i] ^= 1  # one ulp
+        assert not same_bits(view, flipped), i
+    assert not same_bits(torch.zeros(9), -torch.zeros(9))
+    assert same_bits(-torch.ones(9), torch.ones(9).neg())  # a neg-bit view is resolved
+    assert same_bits(torch.ones(9)._neg_view(), -torch.ones(9))
+
+
+def _old_error_stats(out, ref, dtype):
+    """The worker's inline computation before it moved here (whole-tensor float64)."""
+    diff = (out.double() - ref.double()).abs()
+
+    def finite_max(t):
+        t = t[torch.isfinite(t)]
+        return float(t.max()) if t.numel() else 0.0
+
+    atol, rtol = TOLERANCES[dtype]
+    floor = atol / rtol if rtol else 1.0
+    return finite_max(diff), finite_max(diff / ref.double().abs().clamp_min(floor))
+
+
+def _old_has_bad_values(out, ref):
+    if not out.is_floating_point():
+        return False
+    return bool((~torch.isfinite(out) & torch.isfinite(ref.to(out.dtype))).any())
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_error_stats_and_bad_values_equal_the_whole_tensor_formulas(monkeypatch, shape, dtype):
+    for k, ref in enumerate(_layouts(shape, seed=2).values()):
+        ref = ref.to(dtype)
+        for specials in (False, True):
+            out = _perturbed(ref.float(), seed=k, specials=specials).to(dtype)
+            expected = _old_error_stats(out, ref, dtype)
+            bad = _old_has_bad_values(out, ref)
+            assert bad == (specials and ref.numel() >= 3)
+            for chunk in (WHOLE, *CHUNKS):
+                assert _chunked(monkeypatch, chunk, error_stats, out, ref, dtype) == expected
+                assert _chunked(monkeypatch, chunk, has_bad_values, out, ref) == bad
+
+
+def test_error_stats_leave_out_non_finite_errors_and_floor_small_references():
+    ref = torch.tensor([0.0, 1e-9, 2.0, float("inf"), 1.0])
+    out = torch.tensor([1e-5, 2e-5, 2.5, float("inf"), float("nan")])
+    max_abs, max_rel = error_stats(out, ref, torch.float32)
+    assert max_abs == pytest.approx(0.5)
+    assert max_rel == pytest.approx(0.25)  # 1e-5 / floor 1 (= atol/rtol) is below 0.5 / 2
+    assert error_stats(torch.full((3,), float("nan")), torch.ones(3), torch.float32) == (0.0, 0.0)
+    assert not has_bad_values(torch.tensor([1, 2]), torch.tensor([1, 2]))  # integers: never
+    assert not has_bad_values(torch.tensor([float("inf")]), torch.tensor([float("inf")]))
+    # A float64 reference beyond fp16's range is Inf in the output's dtype: not introduced.
+    assert not has_bad_values(torch.tensor([float("inf")]).half(), torch.tensor([1e6]).double())
+
+
+def test_a_reference_on_another_device_moves_one_chunk_at_a_time(monkeypatch):
+    """Emulated on CPU: every `.to(device=...)` the comparisons make is recorded, and none may
+    carry more than a chunk (a float64 reference kept on the host must never move whole)."""
+    moved: list[int] = []
+    real_to = torch.Tensor.to
+
+    def recording_to(self, *args, **kwargs):
+        if "device" in kwargs or any(isinstance(a, (torch.device, str)) for a in args):
+            moved.append(self.numel())
+        return real_to(self, *args, **kwargs)
+
+    ref = torch.randn(12, 11).t()
+    out = _perturbed(ref, seed=5, specials=True)
+    ref64 = ref.double()
+    expected = (
+        repr(compare(out, ref, torch.float32, ref64)),
+        rel_error(out, ref64),
+        error_stats(out, ref64, torch.float32),
+        has_bad_values(out, ref64),
+        same_bits(ref64, ref.double()),
+    )
+    monkeypatch.setattr(cmp, "CHUNK_ELEMENTS", 8)
+    monkeypatch.setattr(torch.Tensor, "to", recording_to)
+    got = (
+        repr(compare(out, ref, torch.float32, ref64)),
+        rel_error(out, ref64),
+        error_stats(out, ref64, torch.float32),
+        has_bad_values(out, ref64),
+        same_bits(ref64, ref.double()),
+    )
+    monkeypatch.undo()
+    assert got[0] == expected[0] and got[2:] == expected[2:]
+    assert got[1] == pytest.approx(expected[1], rel=1e-12)
+    assert moved and max(moved) <= 8, max(moved)
+    assert len(moved) >= 5 * ref.numel() // 8  # per chunk, for each of the five helpers
+
+
+@pytest.mark.gpu
+def test_a_float64_reference_on_the_host_judges_a_gpu_output():
+    ref = torch.randn(300, 257, device="cuda")
+    out = _perturbed(ref.cpu(), seed=7, specials=True).cuda()
+    host64 = ref.double().cpu()
+    assert repr(compare(out, ref, torch.float32, host64)) == repr(
+        compare(out.cpu(), ref.cpu(), torch.float32, host64)
+    )
+    assert rel_error(out, host64) == pytest.approx(rel_error(out.cpu(), host64), rel=1e-12)
+    assert error_stats(out, host64, torch.float32) == error_stats(out.cpu(), host64, torch.float32)
+    assert has_bad_values(out, host64) and same_bits(ref.double(), host64)
+
+
+# Measures the peak resident memory of the comparisons in a fresh interpreter. With
+# MALLOC_MMAP_THRESHOLD_ every block above 64 KiB is mmapped and unmapped on free, so the high-water
+# mark is what was live at once, not what glibc kept around.
+_PEAK = """
+import torch
+from kernelwright.sandbox import compare as cmp
+
+def peak_delta(fn):
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM to the current RSS
+    before = _status("VmHWM")
+    fn()
+    return _status("VmHWM") - before
+
+def _status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key):
+            return int(line.split()[1]) * 1024
+
+cmp.CHUNK_ELEMENTS = 1 << 18
+g = torch.Generator().manual_seed(0)
+ref = torch.randn(1024, 8192, generator=g).t()  # 32 MB of fp32, transposed
+out = ref + 1e-3 * torch.randn(ref.shape, generator=g)
+ref64 = ref.double()
+copy64 = ref64.clone()
+out[5, 7] = float("nan")
+calls = {
+    "compare": lambda: cmp.compare(out, ref, torch.float32, ref64=ref64),
+    "rel_error": lambda: cmp.rel_error(out, ref64),
+    "error_stats": lambda: cmp.error_stats(out, ref, torch.float32),
+    "has_bad_values": lambda: cmp.has_bad_values(out, ref),
+    "same_bits": lambda: cmp.same_bits(ref64, copy64),
+}
+for name, fn in calls.items():
+    print(name, peak_delta(fn))
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux /proc needed")
+def test_comparisons_hold_one_chunk_of_temporaries_not_the_tensor():
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(_PEAK)], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    peaks = {
+        name: int(value)
+        for name, value in (line.split() for line in proc.stdout.split("\n") if line)
+    }
+    # One 2^18-element chunk: ~44 bytes an element at most (11.5 MB), plus slack for the
+    # interpreter. Whole-tensor float64 temporaries of these 8M elements would be 64 MB each.
+    assert set(peaks) == {"compare", "rel_error", "error_stats", "has_bad_values", "same_bits"}
+    for name, peak in peaks.items():
+        assert peak < 24 * 2**20, (name, peak / 2**20)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import types
+import typing
 
 import pytest
 
+from kernelwright.sandbox import results
 from kernelwright.sandbox.results import (
     MAX_MESSAGE_CHARS,
     Baseline,
@@ -94,3 +97,101 @@ def test_environment_key_separates_gpus_and_versions():
 def test_baseline_round_trip_with_ops():
     b = Baseline(status="ok", ops=(OpTime("aten::addmm", 1, 0.7, 0.7),), ops_note="profiler")
     assert Baseline.from_dict(json.loads(json.dumps(b.to_dict()))) == b
+
+
+# -- every string capped -----------------------------------------------------------------------
+
+HUGE = "k" * 150_000 + "MIDDLE" + "z" * 150_000  # 300 KB
+
+
+def _sample(tp, depth=0):
+    """A value of annotation `tp` whose every string is HUGE and every collection has an entry
+    (nested records built the same way)."""
+    if isinstance(tp, str):
+        tp = eval(tp, vars(typing) | vars(results))
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return args[0]
+    if origin in (typing.Union, types.UnionType):
+        return _sample(next(a for a in args if a is not type(None)), depth)
+    if origin is tuple:
+        return (
+            (_sample(args[0], depth),) if args[-1] is Ellipsis else tuple(_sample(a) for a in args)
+        )
+    if origin is dict:
+        return {HUGE: _sample(args[1], depth)}
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        kwargs = {f.name: _sample(hints[f.name], depth + 1) for f in dataclasses.fields(tp)}
+        if "status" in kwargs and tp is EvalResult:
+            kwargs["status"] = "incorrect"
+        return tp(**kwargs)
+    return {str: HUGE, int: 3, float: 1.5, bool: True}[tp]
+
+
+def _strings(value):
+    """Every string in a record: its fields, nested records, tuples, dict keys and values."""
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            if f.name != "status":  # a Literal, validated
+                yield from _strings(getattr(value, f.name))
+    elif isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+
+
+@pytest.mark.parametrize("cls", [EvalResult, Baseline], ids=lambda c: c.__name__)
+def test_every_string_of_a_result_is_capped_with_a_marker(cls):
+    """Every str anywhere in the record (fields, nested records, tuples, dict keys) is filled
+    with 300 KB; what comes back is small, and each cut string says so and keeps both ends."""
+    record = _sample(cls)
+    text = record.to_json()
+    assert len(text) < 64_000, len(text)
+    found = list(_strings(record))
+    assert len(found) > 10
+    for s in found:
+        if s in ("memory", "compute"):  # Roofline.limiter, a Literal
+            continue
+        assert len(s) <= MAX_MESSAGE_CHARS and "characters cut" in s, s[:80]
+        assert s.startswith("kkk") and s.endswith("zzz")
+    # The same caps apply to what from_dict rebuilds from an uncapped dict.
+    raw = json.loads(text.replace('"kkk', '"' + "k" * 200_000 + "kkk"))
+    again = cls.from_dict(raw)
+    assert len(again.to_json()) < 64_000
+    assert again.to_json() == cls.from_json(again.to_json()).to_json()  # capping is idempotent
+
+
+def test_a_300_kb_kernel_name_gives_a_small_result():
+    result = EvalResult(status="ok", kernels=(KernelStats(name="_kernel_" + HUGE, launches=1),))
+    name = result.kernels[0].name
+    assert len(name) <= results.MAX_NAME_CHARS and "\n" not in name
+    assert name.startswith("_kernel_kkk") and name.endswith("zzz") and "characters cut" in name
+    assert len(result.to_json()) < 2_000
+    from_dict = EvalResult.from_dict(
+        {"status": "ok", "kernels": [{"name": "_kernel_" + HUGE, "launches": 1}]}
+    )
+    assert from_dict.kernels[0].name == name
+
+
+def test_long_collections_keep_their_first_entries_and_say_so():
+    result = EvalResult(
+        status="ok",
+        notes=tuple(f"note {i}" for i in range(1000)),
+        kernels=tuple(KernelStats(f"k{i}") for i in range(1000)),
+    )
+    assert result.notes[: results.MAX_ITEMS] == tuple(f"note {i}" for i in range(256))
+    assert result.notes[-1] == "[... 744 more cut ...]"
+    assert len(result.kernels) == results.MAX_ITEMS and result.kernels[0].name == "k0"
+
+
+def test_short_strings_and_collections_are_kept_as_they_are():
+    notes, kernels = ("a note",), (KernelStats("_k"),)
+    result = EvalResult(status="ok", notes=notes, kernels=kernels, phases_s={"trials": 1.0})
+    assert result.notes is notes and result.kernels is kernels
+    assert EvalResult.from_json(result.to_json()) == result
