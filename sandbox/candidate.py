@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import inspect
 import os
 import socket
@@ -246,7 +247,7 @@ class CandidateServer:
 
     def op_stats(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
         stats = launches.kernel_stats(self.module_name)
-        return {"kernels": [s.to_dict() for s in stats]}
+        return {"kernels": [dataclasses.asdict(s) for s in stats]}
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -234,8 +234,14 @@ class Evaluation:
         except RuntimeError as e:
             raise Verdict("crashed", f"internal evaluator error: {e}", rule="worker-start") from e
 
-    def req(self, message: dict[str, Any], fds: list[int] = ()) -> transport.Received:
-        """One request to the candidate process; its failures and refusals become Verdicts."""
+    def req(
+        self, message: dict[str, Any], fds: list[int] = (), expect: tuple[str, ...] = ()
+    ) -> transport.Received:
+        """One request to the candidate process; its failures and refusals become Verdicts.
+
+        expect: the keys the reply to this request carries; a message without them was not
+        written by the evaluator's code in the candidate process (a forgery on its socket).
+        """
         try:
             got = self.proc.request(message, fds, deadline=self.deadline)
         except CandidateFailure as f:
@@ -258,6 +264,15 @@ class Evaluation:
                 "the evaluator's own code in the candidate process failed (a kernelwright bug, or "
                 f"a candidate that broke it):\n{_text(m['internal'])}",
                 rule="harness",
+            )
+        missing = [k for k in expect if k not in m]
+        if missing:
+            got.close()
+            raise Verdict(
+                "rejected",
+                f"the candidate process answered {message.get('op')} with a message lacking "
+                f"{missing}: only the evaluator's own code may write to its channel",
+                rule="protocol",
             )
         return got
 
@@ -293,6 +308,7 @@ class Evaluation:
                     "params": params,
                 },
                 fds,
+                expect=("ok",),
             )
             got.close()
         finally:
@@ -323,6 +339,7 @@ class Evaluation:
                     "same_tensors": same_tensors,
                 },
                 fds,
+                expect=("output", "facts"),
             )
             try:
                 m = got.message
@@ -756,17 +773,17 @@ class Evaluation:
         per_call = ctx.main.input_bytes + ctx.main.output_bytes
         n = max(BLOCK_CALLS[0], min(BLOCK_CALLS[1], BLOCK_BYTES // max(per_call, 1)))
         seeds = [rng.randrange(2**31) for _ in range(n)]
-        self.req({"op": "block_prepare", "seeds": seeds}).close()
+        self.req({"op": "block_prepare", "seeds": seeds}, expect=("ready",)).close()
         salt = rng.randrange(1, 2**31)
         started = time.perf_counter()
-        got = self.req({"op": "block_run", "salt": salt})
+        got = self.req({"op": "block_run", "salt": salt}, expect=("digests",))
         wall_ms = (time.perf_counter() - started) * 1000.0
         digests = got.message.get("digests")
         got.close()
         if not (isinstance(digests, list) and len(digests) == n):
             raise Verdict("rejected", "the clock check got no digest per call", rule="clock")
         k = rng.randrange(n)
-        got = self.req({"op": "block_fetch", "index": k})
+        got = self.req({"op": "block_fetch", "index": k}, expect=("output",))
         try:
             out = self.rebuild(
                 got.message.get("output"), got.fds, "main", "a call of the clock check"
@@ -826,13 +843,14 @@ class Evaluation:
 
     def kernel_stats(self) -> tuple[KernelStats, ...]:
         with contextlib.suppress(Verdict):
-            got = self.req({"op": "stats"})
+            got = self.req({"op": "stats"}, expect=("kernels",))
             kernels = got.message.get("kernels") or []
             got.close()
             out = []
+            fields = {f.name for f in dataclasses.fields(KernelStats)}
             for k in kernels[:32]:
                 with contextlib.suppress(TypeError, ValueError, KeyError):
-                    out.append(KernelStats.from_dict(k))
+                    out.append(KernelStats(**{n: v for n, v in k.items() if n in fields}))
             return tuple(out)
         return ()
 
@@ -886,7 +904,8 @@ class _RemoteRunner:
                 "spin": int(spin_cycles),
                 "cuda_graphs": bool(cfg.cuda_graphs),
                 "host_clock": bool(cfg.host_clock_for_tests or not self.e.w.cuda),
-            }
+            },
+            expect=("ms", "output"),
         )
         try:
             ms = got.message.get("ms")

@@ -130,9 +130,10 @@ class Worker:
         self._sandbox = sandbox or self._new_sandbox()
         self._sandbox.wait_ready()
         self.sandbox_note = self._sandbox.note
-        self.environment = _environment(
-            torch, self.cuda, (*self._sandbox.layers, *layers), self.sandbox_note
-        )
+        # The candidate's layers (the sandbox's, then the audit hook inside its interpreter),
+        # then the judge's own limits.
+        held = tuple(dict.fromkeys([*self._sandbox.layers, "audit-hook", *layers]))
+        self.environment = _environment(torch, self.cuda, held, self.sandbox_note)
 
     def _new_sandbox(self) -> Sandbox:
         return Sandbox(

@@ -130,11 +130,13 @@ CASES = [
     runtime("builtins_patch", ("rejected", "crashed"), ("monkeypatch", "exit", "harness")),
     # The judge out of the candidate's reach (wave 2): each holds with the static rules off, for
     # the reason the process boundary, the OS sandbox or the judge's clock gives.
-    runtime("launder_tolerances", "incorrect", "mismatch"),
+    # The integrity snapshot of the candidate's own process may name the patch first.
+    runtime("launder_tolerances", ("incorrect", "rejected"), ("mismatch", "monkeypatch")),
     runtime(
         "frame_reference", ("rejected", "incorrect"), ("sandbox-introspection", "mismatch", "nan")
     ),
-    runtime("forged_reply", "crashed", "exit"),
+    # Written to the candidate's own socket, the forgery is a reply that is not the evaluator's.
+    runtime("forged_reply", ("crashed", "rejected"), ("exit", "protocol")),
     runtime("lazy_tensor_methods", "rejected", "clock", config=HOST_CLOCK),
     runtime("proc_secrets", "runtime_error", None),
     runtime("sigalrm_leftover", "ok", None),
@@ -236,16 +238,17 @@ def test_nothing_is_found_through_proc_with_the_guard_off(verdicts):
 def test_the_next_candidate_is_not_disturbed_by_a_leftover_signal_handler():
     # The saboteur arms SIGALRM; the honest candidate after it in the same judge gets a fresh
     # process forked from the zygote and passes.
+    config = BASE.replace(unsafe_skip_static_checks=True)  # `import signal` is refused statically
     with EvalPool(workers=1) as pool:
-        first = pool.submit(AFFINE, (ZOO / "sigalrm_leftover.py").read_text(), BASE)
-        second = pool.submit(AFFINE, HONEST_AFFINE, BASE)
+        first = pool.submit(AFFINE, (ZOO / "sigalrm_leftover.py").read_text(), config)
+        second = pool.submit(AFFINE, HONEST_AFFINE, config)
         assert first.result().status == "ok", first.result().summary()
         assert second.result().status == "ok", second.result().summary()
 
 
 def test_a_forged_reply_never_becomes_a_verdict(verdicts):
-    result = verdicts["forged_reply-runtime-exit"].result(timeout=900)
-    assert result.speedup_eager is None and result.status == "crashed"
+    result = verdicts["forged_reply-runtime-exit|protocol"].result(timeout=900)
+    assert result.speedup_eager is None and result.status in ("crashed", "rejected")
 
 
 @pytest.mark.gpu
