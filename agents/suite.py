@@ -144,6 +144,7 @@ class TaskOutcome:
     skipped: bool = False  # finished by an earlier invocation
     error: str = ""
     not_started: bool = False  # past the suite's stop_at: left for a later invocation
+    run: dict[str, Any] = field(default_factory=dict)  # run.json of this invocation's run
 
 
 @dataclass
@@ -246,7 +247,7 @@ class SuiteRunner:
                 "row": row,
             },
         )
-        return TaskOutcome(label, str(path), row, run["run_id"])
+        return TaskOutcome(label, str(path), row, run["run_id"], run=run)
 
     def redoes(self, label: str) -> bool:
         return any(fnmatch.fnmatchcase(label, pattern) for pattern in self.redo)
