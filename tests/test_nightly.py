@@ -189,3 +189,22 @@ def test_nights_on_a_gpu_record_kernel_times(tmp_path):
     assert [r.night for r in rows] == ["2026-03-01", "2026-03-02"]
     assert all(r.candidate_ms and r.speedup_eager for r in rows)
     assert rows[0].env_key.split("|")[0] == torch.cuda.get_device_name(0)
+
+
+def test_a_night_whose_model_answered_nothing_exits_3(tmp_path, monkeypatch):
+    """Issue 13: a search that went offline because the endpoint answered nothing fails the
+    night's exit code (3), not silently 0."""
+    from kernelwright import graph
+
+    def unanswered(config, task_path=None, **kwargs):
+        run_id = f"{Path(task_path).stem}-1"
+        run = {"run_id": run_id, "status": "done", "best": None, "models": {"coder": "gpt-4o"}}
+        run["llm_unanswered"] = {"coder": "server: server error (500)"}
+        (Path(config.out_dir) / run_id).mkdir(parents=True)
+        (Path(config.out_dir) / run_id / "run.json").write_text(json.dumps(run))
+        return run
+
+    monkeypatch.setattr(graph, "optimize", unanswered)
+    code, out, err = nightly(tmp_path, "2026-01-01", "--model", "offline")
+    assert code == 3, out + err
+    assert "[gelu] the configured model answered no call for coder (gpt-4o)" in err
