@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from ..sandbox import checks
 from ..sandbox.pyparse import parse
 from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
-from .llm import ChatClient, ChatReply, LLMError, Section, UsageLedger
+from .llm import ChatClient, ChatReply, LLMError, Section, Usage, UsageLedger
 from .state import (
     Candidate,
     Idea,
@@ -238,6 +238,8 @@ def llm_candidate(
         if source is None and replies[-1].truncated:
             rule = "truncated"
     write_llm_files(ctx, round_no, index, replies, source)
+    if rule == "truncated":  # answered, and billed, but unusable: the report counts it so
+        client.ledger.record("coder", Usage(unusable=1))
     candidate = Candidate(
         round=round_no,
         index=index,

@@ -959,13 +959,7 @@ class ChatReply:
         if self.cached:
             return Usage(calls=1, cached_calls=1)
         return Usage(
-            1,
-            0,
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.cost_usd,
-            retries=self.retries,
-            unusable=int(self.truncated),
+            1, 0, self.prompt_tokens, self.completion_tokens, self.cost_usd, retries=self.retries
         )
 
 
@@ -1595,6 +1589,8 @@ class ChatClient:
                 {"role": "assistant", "content": text},
                 {"role": "user", "content": CONTINUE_INSTRUCTION},
             ]
+            if self._output_room(asked) < MIN_PROMPT_BUDGET:  # the cut reply fills the window
+                break
             try:
                 more = self._call_with_retries(asked, asked, agent, None)
             except LLMError as err:  # the cut reply is kept, marked truncated

@@ -147,7 +147,9 @@ def test_a_reply_cut_at_the_output_limit_gets_no_follow_up(tmp_path, fake_openai
     fake_openai.route("You are the coder", [reply(long, times=None)])
     ctx = make_context(tmp_path, FakePool(), RunConfig(coder_max_output_tokens=200))
     state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
-    cand = coder_mod.llm_candidate(ctx.client("coder", UsageLedger()), state, ctx, PLAN, 1)
+    ledger = UsageLedger()
+    cand = coder_mod.llm_candidate(ctx.client("coder", ledger), state, ctx, PLAN, 1)
+    assert ledger.by_agent()["coder"].unusable == 1
     asked = [r for r in fake_openai.chat_requests if "You are the coder" in r.system]
     assert [r.body["max_tokens"] for r in asked] == [200, 200, 200]  # the reply, 2 continuations
     assert (cand.status, cand.rule, cand.followup) == ("no_code", "truncated", False)
