@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input;
+# Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input,
+# 3 a configured model answered no call (the run went on offline; --fallback-offline accepts it);
 # 130, 141 and 143 are 128 + SIGINT, SIGPIPE and SIGTERM, as for a process those signals killed.
-EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE, EXIT_MODEL_UNANSWERED = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141
 
 
@@ -87,6 +88,25 @@ def _duration(text: str) -> float:
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"must be longer than 0 s, got {text!r}")
     return seconds
+
+
+def _role_tokens(text: str) -> tuple[str | None, int]:
+    """`8192` (every role) or `coder=8192` (one role) for --context-window/--max-output-tokens."""
+    from .agents.config import ROLES
+
+    role, sep, value = text.rpartition("=")
+    if sep and role.strip() not in ROLES:
+        raise argparse.ArgumentTypeError(
+            f"{role.strip()!r} is not a role; expected TOKENS or ROLE=TOKENS with ROLE one of "
+            f"{', '.join(ROLES)}"
+        )
+    try:
+        tokens = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of tokens") from None
+    if tokens <= 0:
+        raise argparse.ArgumentTypeError(f"{tokens} tokens: expected a positive number")
+    return (role.strip() or None), tokens
 
 
 def _night(text: str) -> str:
@@ -221,8 +241,36 @@ def _search_flags(args: argparse.Namespace) -> dict:
         "fusion_seed": False if getattr(args, "no_fusion_seed", False) else None,
         "out_dir": getattr(args, "out", None),
         "no_cache": True if getattr(args, "no_cache", False) else None,
+        "fallback_offline": True if getattr(args, "fallback_offline", False) else None,
     }
+    for option in ("context_window", "max_output_tokens"):
+        for role, tokens in getattr(args, option, None) or []:
+            flags[f"{role}_{option}" if role else option] = tokens
     return flags
+
+
+def _unanswered(run: dict, config, prefix: str = "") -> bool:
+    """Say on stderr which roles' model answered no call; True when that ends in exit 3."""
+    unanswered = run.get("llm_unanswered") or {}
+    if not unanswered:
+        return False
+    from .agents.rundir import role_order
+
+    models, roles = run.get("models") or {}, role_order(unanswered)
+    who = ", ".join(f"{role} ({models.get(role, '?')})" for role in roles)
+    last = " ".join(unanswered[roles[0]].split())[:300]
+    accepted = config.fallback_offline
+    print(
+        f"kernelwright: {prefix}the configured model answered no call for {who}; the run used the "
+        f"rules and the fusion codegen instead (last error: {last}). "
+        + (
+            "Accepted (--fallback-offline)."
+            if accepted
+            else "Exit 3; fix the endpoint, or pass --fallback-offline to accept an offline run."
+        ),
+        file=sys.stderr,
+    )
+    return not accepted
 
 
 def _run_config(args: argparse.Namespace, **overrides):
@@ -309,7 +357,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             sync_run(store, Path(config.out_dir) / run_id)
     print(f"run directory: {Path(config.out_dir) / run['run_id']}")
     print(verdict(run))
-    return EXIT_OK
+    return EXIT_MODEL_UNANSWERED if _unanswered(run, config) else EXIT_OK
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
@@ -367,7 +415,10 @@ def cmd_suite(args: argparse.Namespace) -> int:
     errors = [o for o in outcomes if o.error]
     if errors:
         print(f"kernelwright: {len(errors)} task(s) could not run: see above", file=sys.stderr)
-    return EXIT_NEGATIVE if errors else EXIT_OK
+    unanswered = [o for o in outcomes if _unanswered(o.run, config, f"[{o.label}] ")]
+    if errors:
+        return EXIT_NEGATIVE
+    return EXIT_MODEL_UNANSWERED if unanswered else EXIT_OK
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
@@ -401,6 +452,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     files = job.write_report(outcomes, report_dir)
     bad = nightly.failed(outcomes)
     print(f"report: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    unanswered = [o for o in outcomes if _unanswered(o.run, config, f"[{o.label}] ")]
     if bad:
         print(
             f"kernelwright: nightly {night}: {len(bad)} of {len(outcomes)} task(s) regressed or "
@@ -416,6 +468,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return EXIT_NEGATIVE
+    if unanswered:  # the searches ran offline: no regression, but not the night that was asked
+        return EXIT_MODEL_UNANSWERED
     print(f"nightly {night}: {len(outcomes)} task(s), no regression")
     return EXIT_OK
 
@@ -620,7 +674,35 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
         action="store_true",
         help="do not add the fusion codegen's kernel to round 1",
     )
-    p.add_argument("--no-cache", action="store_true", help="do not replay cached LLM replies")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="do not replay cached LLM replies, nor what endpoints taught earlier runs",
+    )
+    p.add_argument(
+        "--context-window",
+        type=_role_tokens,
+        action="append",
+        metavar="[ROLE=]TOKENS",
+        help="the model's context window, input plus output (default: known for OpenAI models, "
+        "else 32768, and what the server states in its errors); ROLE=TOKENS sets one role's "
+        "(planner, coder, critic); repeatable; env KERNELWRIGHT_[ROLE_]CONTEXT_WINDOW",
+    )
+    p.add_argument(
+        "--max-output-tokens",
+        type=_role_tokens,
+        action="append",
+        metavar="[ROLE=]TOKENS",
+        help="the most tokens a reply may use (default 8192, fitted to what the window leaves "
+        "after the prompt); ROLE=TOKENS sets one role's; repeatable; env "
+        "KERNELWRIGHT_[ROLE_]MAX_OUTPUT_TOKENS",
+    )
+    p.add_argument(
+        "--fallback-offline",
+        action="store_true",
+        help="accept a run whose configured model answered no call (done with the rules and "
+        "the fusion codegen) as a success; without it such a run exits 3",
+    )
     _add_place_options(p)
 
 

@@ -687,13 +687,31 @@ def run_report_data(run_dir: str | Path) -> dict[str, Any]:
         "timings_meaningful": note is None,
         "timing_note": note,
         "usage": run.get("usage") or {},
+        "llm_unanswered": run.get("llm_unanswered") or {},
+        "llm_switched_off": run.get("llm_switched_off") or [],
         "rounds": _round_rows(run_dir, views, run),
         "candidates": views,
         "best": _best_entry(run, views),
         "log": _events_summary(run_dir),
     }
-    data["verdict"] = _verdict(data)
+    data["verdict"] = _verdict(data) + _llm_verdict(data)
     return data
+
+
+def _llm_verdict(data: Mapping[str, Any]) -> str:
+    """A sentence when a configured model answered nothing, or an endpoint was switched off."""
+    unanswered, off = data["llm_unanswered"], data["llm_switched_off"]
+    if unanswered:
+        order = ("planner", "coder", "critic")
+        roles = sorted(unanswered, key=lambda r: order.index(r) if r in order else len(order))
+        who = ", ".join(f"{role} ({data['models'].get(role, '?')})" for role in roles)
+        return (
+            f" The configured model answered no call for {who}: those steps ran on the rules "
+            f"and the fusion codegen. Last error: {unanswered[roles[0]]}"
+        )
+    if off:
+        return f" An LLM endpoint was switched off mid-run: {off[0]['error']}"
+    return ""
 
 
 def _environment_text(env: Mapping[str, Any]) -> str:
@@ -712,12 +730,21 @@ def _environment_text(env: Mapping[str, Any]) -> str:
 def _usage_text(usage: Mapping[str, Any]) -> str:
     if not usage:
         return "no LLM calls recorded"
+    failed = usage.get("failed_calls", 0)
     return (
-        f"{_num(usage.get('calls', 0))} calls ({_num(usage.get('cached_calls', 0))} cached), "
-        f"{_num(usage.get('prompt_tokens', 0))} prompt + "
+        f"{_num(usage.get('calls', 0))} calls answered ({_num(usage.get('cached_calls', 0))} "
+        "cached)"
+        + (f", {_num(failed)} failed ({_failures_text(usage)})" if failed else "")
+        + (f", {_num(usage['refused_calls'])} not sent" if usage.get("refused_calls") else "")
+        + f", {_num(usage.get('prompt_tokens', 0))} prompt + "
         f"{_num(usage.get('completion_tokens', 0))} completion tokens, "
         f"{_usd(usage.get('cost_usd'))}"
     )
+
+
+def _failures_text(u: Mapping[str, Any]) -> str:
+    failures = u.get("failures") or {}
+    return ", ".join(f"{n} {kind}" for kind, n in sorted(failures.items())) or "–"
 
 
 def _facts(data: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -757,7 +784,19 @@ _CAND_HEADERS = (
     "vs torch.compile",
     "Summary",
 )
-_AGENT_HEADERS = ("Agent", "Calls", "Prompt tokens", "Completion tokens", "Cost")
+_AGENT_HEADERS = (
+    "Agent",
+    "Model",
+    "Calls made",
+    "Answered",
+    "Failed (why)",
+    "Not sent",
+    "Retries",
+    "Prompt tokens",
+    "Completion tokens",
+    "Cost",
+    "Last error",
+)
 
 
 def _round_cells(r: Mapping[str, Any]) -> list[Any]:
@@ -786,19 +825,33 @@ def _cand_cells(v: Mapping[str, Any], status: Any) -> list[Any]:
     ]
 
 
-def _agent_rows(usage: Mapping[str, Any]) -> list[list[str]]:
-    per_agent = usage.get("per_agent") or {}
-    return [
-        [
-            name,
-            _num(u.get("calls", 0)),
-            _num(u.get("prompt_tokens", 0)),
-            _num(u.get("completion_tokens", 0)),
-            _usd(u.get("cost_usd")),
-        ]
-        for name, u in sorted(per_agent.items())
-        if isinstance(u, Mapping)
-    ]
+def _agent_rows(usage: Mapping[str, Any], models: Mapping[str, Any]) -> list[list[str]]:
+    """One row per agent that called, or had a model and made no call."""
+    per_agent = {k: v for k, v in (usage.get("per_agent") or {}).items() if isinstance(v, Mapping)}
+    online = [role for role, model in models.items() if model and model != "offline"]
+    rows = []
+    for name in sorted({*per_agent, *online}):
+        u = per_agent.get(name, {})
+        answered, failed = u.get("calls", 0), u.get("failed_calls", 0)
+        detail = [f"{_num(u['cached_calls'])} cached"] if u.get("cached_calls") else []
+        if u.get("unusable"):
+            detail.append(f"{_num(u['unusable'])} unusable")
+        rows.append(
+            [
+                name,
+                str(models.get(name) or "–"),
+                _num(answered + failed),
+                _num(answered) + (f" ({', '.join(detail)})" if detail else ""),
+                f"{_num(failed)} ({_failures_text(u)})" if failed else "0",
+                _num(u.get("refused_calls", 0)),
+                _num(u.get("retries", 0)),
+                _num(u.get("prompt_tokens", 0)),
+                _num(u.get("completion_tokens", 0)),
+                _usd(u.get("cost_usd")),
+                (u.get("last_error") or "–")[:200] if failed or u.get("refused_calls") else "–",
+            ]
+        )
+    return rows
 
 
 def _run_markdown(data: Mapping[str, Any], plot: Path) -> str:
@@ -816,9 +869,9 @@ def _run_markdown(data: Mapping[str, Any], plot: Path) -> str:
     parts.append(
         _md_table(_CAND_HEADERS, [_cand_cells(v, v["status"]) for v in data["candidates"]])
     )
-    agents = _agent_rows(data["usage"])
+    agents = _agent_rows(data["usage"], data["models"])
     if agents:
-        parts += ["## Tokens and cost per agent", _md_table(_AGENT_HEADERS, agents)]
+        parts += ["## LLM calls per agent", _md_table(_AGENT_HEADERS, agents)]
     return "\n\n".join(parts) + "\n"
 
 
@@ -841,9 +894,9 @@ def _run_html(run_dir: Path, data: Mapping[str, Any], plot: Path) -> str:
     title = f"kernelwright run {data['run_id']}: {data['task_name'] or data['task']}"
     note = f'<p class="note">{_h(data["timing_note"])}</p>' if data["timing_note"] else ""
     cand_rows = [_cand_cells(v, _badge(v["status"])) for v in data["candidates"]]
-    agents = _agent_rows(data["usage"])
+    agents = _agent_rows(data["usage"], data["models"])
     agent_html = (
-        f"<h2>Tokens and cost per agent</h2>{_html_table(_AGENT_HEADERS, agents)}" if agents else ""
+        f"<h2>LLM calls per agent</h2>{_html_table(_AGENT_HEADERS, agents)}" if agents else ""
     )
     kernels = "".join(_run_kernels(run_dir, data)) or "<p>No kernel files in this run.</p>"
     body = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -11,8 +12,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ..sandbox import checks
+from ..sandbox.pyparse import parse
 from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
-from .llm import ChatClient, ChatReply, LLMError, Section, UsageLedger
+from .llm import ChatClient, ChatReply, LLMError, Section, Usage, UsageLedger
 from .state import (
     Candidate,
     Idea,
@@ -38,31 +40,83 @@ ALLOWED_IMPORTS = (
 
 
 # -- reading replies ------------------------------------------------------------------------------
-def extract_code(text: str) -> str | None:
-    """The candidate file in a reply: the last fenced block defining ModelNew, else None.
+def pick_code(text: str) -> tuple[str | None, str]:
+    """(the candidate file in a reply, or None; why none was taken).
 
-    A reply that is bare Python (no fences) and defines ModelNew counts as the file itself.
+    The last block that is a complete candidate (it parses, defines `class ModelNew` and
+    launches a @triton.jit kernel) wins: a full file followed by a short "key change" excerpt
+    is the full file. Without one, the largest block that parses and defines ModelNew (the
+    evaluator's verdict on it tells the coder what is missing), else the last that mentions it.
+    A code block left open (a cut-off reply) counts only when what follows its fence parses;
+    bare text only when it parses as Python: prose is never taken for code.
     """
     blocks = [body for _, body in _FENCE.findall(text)]
-    with_model = [b for b in blocks if "class ModelNew" in b]
-    if with_model:
-        return with_model[-1].strip() + "\n"
-    if not blocks and "class ModelNew" in text:
-        return text.strip() + "\n"
-    return None
+    tail = _unclosed_block(text)
+    candidates = [*blocks, *([tail] if tail is not None else [])]
+    complete = [b for b in candidates if _is_candidate(b, complete=True)]
+    if complete:
+        return complete[-1].strip() + "\n", ""
+    if not blocks and tail is None and _is_candidate(text, complete=False):
+        return text.strip() + "\n", ""  # bare Python, no fences
+    parsed = [b for b in candidates if _is_candidate(b, complete=False)]
+    if parsed:
+        return max(parsed, key=len).strip() + "\n", ""
+    named = [b for b in blocks if "class ModelNew" in b]
+    if named:
+        return named[-1].strip() + "\n", ""
+    if tail is not None and "class ModelNew" in tail:
+        return None, (
+            "your reply's code block is never closed and its code does not parse (was it cut "
+            "off?); send the whole file in one ```python block, closed with ```"
+        )
+    return None, (
+        "your reply has no ```python code block defining `class ModelNew`; send the whole "
+        "file in one block"
+    )
 
 
-def source_problem(source: str | None) -> tuple[str | None, str | None]:
+def extract_code(text: str) -> str | None:
+    """The candidate file in a reply (see pick_code), else None."""
+    return pick_code(text)[0]
+
+
+def _unclosed_block(text: str) -> str | None:
+    """What follows a fence that is never closed, or None when every fence is closed."""
+    rest = _FENCE.sub("", text)
+    opening = re.search(r"```[ \t]*[A-Za-z0-9_+-]*[^\n]*\n", rest)
+    return rest[opening.end() :] if opening else None
+
+
+def _is_candidate(source: str, *, complete: bool) -> bool:
+    """Parses and defines a top-level ModelNew; `complete`: also a @triton.jit function and a
+    launch (`kernel[grid](...)`)."""
+    try:
+        tree = parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    top = tree.body
+    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in top):
+        return False
+    if not complete:
+        return True
+    jitted = any(
+        isinstance(n, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in n.decorator_list)
+        for n in top
+    )
+    launches = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Subscript) for n in ast.walk(tree)
+    )
+    return jitted and launches
+
+
+def source_problem(source: str | None, why_none: str = "") -> tuple[str | None, str | None]:
     """(rule, problem) that keeps `source` from the evaluator, or (None, None) when it may go.
 
     The static checks are the evaluator's own (sandbox/checks.py), so a file rejected here would
     be rejected there; the coder gets the same line-by-line message.
     """
     if source is None:
-        return "no-code", (
-            "your reply has no ```python code block defining `class ModelNew`; send the whole "
-            "file in one block"
-        )
+        return "no-code", why_none or pick_code("")[1]
     violations = checks.static_check(source)
     if not violations:
         return None, None
@@ -145,17 +199,30 @@ def transcript(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages) + "\n"
 
 
+def truncated_problem(reply: ChatReply) -> str:
+    return (
+        f"the reply was cut off at the output limit ({reply.max_tokens} tokens) before its code "
+        f"block ended, even after {reply.continuations} continuation(s); raise "
+        "--max-output-tokens (or --context-window, if the server allows more)"
+    )
+
+
 def llm_candidate(
     client: ChatClient, state: RunState, ctx: RunContext, plan: Plan, index: int
 ) -> Candidate:
-    """One candidate from the LLM: a reply, and one follow-up naming the problem if needed."""
+    """One candidate from the LLM: a reply, and one follow-up naming the problem if needed.
+
+    A reply cut off at the output limit gets no follow-up: the same request would be cut (and
+    billed) again."""
     round_no, idea = state["round"], plan.ideas[index - 1]
     messages = coder_messages(state, ctx, plan, idea, index, len(plan.ideas))
     reply = client.chat(messages, agent="coder")
     replies: list[ChatReply] = [reply]
-    source = extract_code(reply.text)
-    rule, problem = source_problem(source)
-    if problem is not None:
+    source, why_none = pick_code(reply.text)
+    rule, problem = source_problem(source, why_none)
+    if reply.truncated and not (source and _is_candidate(source, complete=True)):
+        source, rule, problem = None, "truncated", truncated_problem(reply)
+    elif problem is not None:
         ctx.rundir.event("coder.followup", round=round_no, index=index, rule=rule, problem=problem)
         followup = [
             *messages,
@@ -163,9 +230,16 @@ def llm_candidate(
             {"role": "user", "content": followup_text(problem)},
         ]
         replies.append(client.chat(followup, agent="coder"))
-        source = extract_code(replies[-1].text) or source
-        rule, problem = source_problem(source)
+        again, why_none = pick_code(replies[-1].text)
+        if replies[-1].truncated and not (again and _is_candidate(again, complete=True)):
+            again, why_none = None, truncated_problem(replies[-1])
+        source = again or source
+        rule, problem = source_problem(source, why_none)
+        if source is None and replies[-1].truncated:
+            rule = "truncated"
     write_llm_files(ctx, round_no, index, replies, source)
+    if rule == "truncated":  # answered, and billed, but unusable: the report counts it so
+        client.ledger.record("coder", Usage(unusable=1))
     candidate = Candidate(
         round=round_no,
         index=index,
@@ -179,9 +253,12 @@ def llm_candidate(
         # Still failing the static checks after the follow-up, it goes to the evaluator anyway:
         # the pool rejects it statically (no worker, milliseconds) and the verdict is its own.
         return candidate
-    return candidate.model_copy(
-        update={"status": "no_code", "rule": rule, "summary": "no_code: no usable code block"}
+    summary = "no_code: " + (
+        "the reply was cut off at the output limit"
+        if rule == "truncated"
+        else "no usable code block"
     )
+    return candidate.model_copy(update={"status": "no_code", "rule": rule, "summary": summary})
 
 
 def write_llm_files(
@@ -194,8 +271,21 @@ def write_llm_files(
         for i, r in enumerate(replies)
     )
     rd.write_candidate_file(round_no, index, "reply.md", text + "\n")
+    reasoning = reasoning_text(replies)
+    if reasoning:  # split off the reply before it was read; kept for audit
+        rd.write_candidate_file(round_no, index, "reasoning.md", reasoning)
     if source is not None:
         rd.write_candidate_file(round_no, index, "kernel.py", source)
+
+
+def reasoning_text(replies: list[ChatReply]) -> str:
+    """reasoning.md: each reply's reasoning (<think> blocks, reasoning_content), or ""."""
+    parts = [
+        f"## reply {i + 1} ({r.model})\n\n{r.reasoning}\n"
+        for i, r in enumerate(replies)
+        if r.reasoning
+    ]
+    return "\n".join(parts)
 
 
 def fusion_candidate(state: RunState, ctx: RunContext, index: int, why: str) -> Candidate | None:
@@ -281,6 +371,7 @@ def write_candidates(
                     index=i,
                     kind=e.kind,
                     error=str(e),
+                    circuit_open=e.circuit_open,
                 )
                 seed = fusion_candidate(state, ctx, i, f"the LLM failed: {e.kind}")
                 drafts.append(seed or failed_candidate(round_no, i, plan.ideas[i - 1].title, e))

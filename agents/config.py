@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
 
-from .llm import ChatClient, LLMConfig, ResponseCache, UsageLedger
+from .llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger
 from .state import Budget
 
 if TYPE_CHECKING:
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 Role = Literal["planner", "coder", "critic"]
 ROLES: tuple[Role, ...] = ("planner", "coder", "critic")
+# RunConfig settings that a role may override with its own `<role>_<setting>` field.
+ROLE_SETTINGS = ("model", "context_window", "max_output_tokens")
 OFFLINE = "offline"
 ENV_PREFIX = "KERNELWRIGHT_"
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
@@ -44,6 +46,20 @@ class RunConfig:
     planner_model: str | None = None
     coder_model: str | None = None
     critic_model: str | None = None
+    # The model's context window and the most output tokens a reply may use (None: the known
+    # window of the model, else 32k, and up to 8k output fitted to what the prompt leaves); a
+    # role's own setting beats the run's. A server that states a smaller window is believed.
+    context_window: int | None = None
+    planner_context_window: int | None = None
+    coder_context_window: int | None = None
+    critic_context_window: int | None = None
+    max_output_tokens: int | None = None
+    planner_max_output_tokens: int | None = None
+    coder_max_output_tokens: int | None = None
+    critic_max_output_tokens: int | None = None
+    # A run whose configured model answered no call exits 3 (nightly and CI notice); True
+    # accepts such a run, done with the rules and the fusion codegen, as a success.
+    fallback_offline: bool = False
     # Search shape.
     rounds: int = 5
     candidates: int = 3  # per round, written in parallel
@@ -86,6 +102,12 @@ class RunConfig:
     def model_for(self, role: Role) -> str | None:
         """The model a role uses: its own setting, else the run's default model."""
         return getattr(self, f"{role}_model") or self.model
+
+    def context_window_for(self, role: Role) -> int | None:
+        return getattr(self, f"{role}_context_window") or self.context_window
+
+    def max_output_tokens_for(self, role: Role) -> int | None:
+        return getattr(self, f"{role}_max_output_tokens") or self.max_output_tokens
 
     def budget(self) -> Budget:
         return Budget(
@@ -225,12 +247,15 @@ def resolve_config(
             sources[f.name] = "env"
         else:
             sources[f.name] = "default"
-    # A role's own model from the environment must not beat --model given on the command line.
-    for role in ROLES:
-        name = f"{role}_model"
-        if sources[name] == "env" and sources["model"] == "flag":
-            values.pop(name)
-            sources[name] = "default"
+    # A role's own setting from the environment must not beat the run's given on the command
+    # line (KERNELWRIGHT_CODER_MODEL under --model, KERNELWRIGHT_CODER_CONTEXT_WINDOW under
+    # --context-window).
+    for general in ROLE_SETTINGS:
+        for role in ROLES:
+            name = f"{role}_{general}"
+            if sources[name] == "env" and sources[general] == "flag":
+                values.pop(name)
+                sources[name] = "default"
     for name, value in values.items():
         problem = value_problem(name, value)
         if problem:
@@ -269,7 +294,11 @@ def llm_configs(config: RunConfig, env: Mapping[str, str] | None = None) -> dict
     """One LLMConfig per role. A role is offline when its model is "offline" or there is no key."""
     return {
         role: LLMConfig.from_env(
-            config.model_for(role), env=env, use_cache=False if config.no_cache else None
+            config.model_for(role),
+            env=env,
+            use_cache=False if config.no_cache else None,
+            context_window=config.context_window_for(role),
+            max_output_tokens=config.max_output_tokens_for(role),
         )
         for role in ROLES
     }
@@ -291,6 +320,9 @@ class RunContext:
         default_factory=lambda: threading.BoundedSemaphore(4)
     )
     store: Store | None = None  # results store: run rows, candidates, the verdict cache
+    # What each endpoint and model taught this run (parameters, window) and their circuit
+    # breakers: shared by the clients of every node, which are built per call.
+    endpoints: Endpoints = field(default_factory=Endpoints)
 
     def online(self, role: Role) -> bool:
         return not self.llm[role].offline
@@ -305,6 +337,7 @@ class RunContext:
             self.rundir.record,
             ledger=ledger,
             limiter=self.limiter,
+            endpoints=self.endpoints,
         )
 
     def models(self) -> dict[str, str]:
@@ -338,6 +371,7 @@ def run_context(
     online = [cfg for cfg in llm.values() if not cfg.offline]
     cache_path = online[0].cache_path if online else None
     models = {role: OFFLINE if cfg.offline else cfg.model for role, cfg in llm.items()}
+    cache = ResponseCache(cache_path) if cache_path else None
     return RunContext(
         config=config,
         task=task,
@@ -346,7 +380,8 @@ def run_context(
         rundir=rundir,
         llm=llm,
         interpreter=interpreter,
-        cache=ResponseCache(cache_path) if cache_path else None,
+        cache=cache,
         limiter=threading.BoundedSemaphore(max([c.max_concurrency for c in online], default=1)),
         store=open_run_store(config, rundir, models),
+        endpoints=Endpoints(cache, read_stored=not config.no_cache),
     )

@@ -304,14 +304,21 @@ def critique_round(
     if client is None or not cands or llm_budget_spent(state, ctx.config.budget()):
         return rules, "rules"
     try:
-        crit, _ = client.structured(
+        crit, reply = client.structured(
             critic_messages(state, ctx, cands, rules), Critique, agent="critic"
         )
     except LLMError as e:
         ctx.rundir.event(
-            "llm.fallback", agent="critic", round=state["round"], kind=e.kind, error=str(e)
+            "llm.fallback",
+            agent="critic",
+            round=state["round"],
+            kind=e.kind,
+            error=str(e),
+            circuit_open=e.circuit_open,
         )
         return rules, "rules"
+    if reply.reasoning:  # split off before the JSON was read; kept for audit
+        ctx.rundir.write_round_file(state["round"], "critic_reasoning.md", reply.reasoning)
     if not crit.feedback:  # a verdict without feedback leaves the coder blind: add the rules'
         crit = crit.model_copy(update={"feedback": rules.feedback})
     return crit, "llm"

@@ -959,13 +959,7 @@ class ChatReply:
         if self.cached:
             return Usage(calls=1, cached_calls=1)
         return Usage(
-            1,
-            0,
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.cost_usd,
-            retries=self.retries,
-            unusable=int(self.truncated),
+            1, 0, self.prompt_tokens, self.completion_tokens, self.cost_usd, retries=self.retries
         )
 
 
@@ -1183,10 +1177,13 @@ def _not_none(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Endpoints:
-    """The EndpointStates of one run, by (endpoint, model); facts start from the reply cache."""
+    """The EndpointStates of one run, by (endpoint, model); facts start from the reply cache
+    (unless `read_stored` is False: --no-cache, after a server was reconfigured, say) and what
+    the run learns is written back."""
 
-    def __init__(self, cache: ResponseCache | None = None) -> None:
+    def __init__(self, cache: ResponseCache | None = None, *, read_stored: bool = True) -> None:
         self.cache = cache
+        self.read_stored = read_stored
         self._states: dict[tuple[str, str], EndpointState] = {}
         self._lock = threading.Lock()
 
@@ -1210,7 +1207,7 @@ class Endpoints:
             return list(self._states.values())
 
     def _stored(self, endpoint: str, model: str) -> EndpointFacts:
-        if self.cache is None:
+        if self.cache is None or not self.read_stored:
             return EndpointFacts()
         try:
             return EndpointFacts.model_validate(self.cache.get_facts(endpoint, model) or {})
@@ -1360,7 +1357,9 @@ class ChatClient:
         self.on_event = on_event
         self.ledger = ledger if ledger is not None else UsageLedger()
         self.limiter = limiter or threading.BoundedSemaphore(max(1, config.max_concurrency))
-        self.endpoints = endpoints if endpoints is not None else Endpoints(cache)
+        if endpoints is None:
+            endpoints = Endpoints(cache, read_stored=config.use_cache)
+        self.endpoints = endpoints
         self.endpoint, remembered = self.endpoints.state(config)
         self._lock = threading.Lock()
         self._client: openai.OpenAI | None = None
@@ -1590,10 +1589,14 @@ class ChatClient:
                 {"role": "assistant", "content": text},
                 {"role": "user", "content": CONTINUE_INSTRUCTION},
             ]
+            if self._output_room(asked) < MIN_PROMPT_BUDGET:  # the cut reply fills the window
+                break
             try:
                 more = self._call_with_retries(asked, asked, agent, None)
             except LLMError as err:  # the cut reply is kept, marked truncated
-                self._emit("llm.error", agent=agent, kind=err.kind, message=err.message[:500])
+                self._emit(
+                    "llm.continuation_failed", agent=agent, kind=err.kind, message=err.message[:500]
+                )
                 break
             continuations += 1
             text += _continuation_text(text, more.text)
@@ -1770,7 +1773,8 @@ class ChatClient:
                 "the server may still be generating (and billing) each one"
             ), 0.0
         if failures > self.config.max_retries:
-            return f"{self.config.max_retries} retries spent", 0.0
+            n = self.config.max_retries
+            return f"{n} {'retry' if n == 1 else 'retries'} spent", 0.0
         if failure.wait_s is not None and failure.wait_s > self.config.retry_max_s:
             return (
                 f"the server asked to wait {failure.wait_s:.0f} s (Retry-After), longer than the "

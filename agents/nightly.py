@@ -41,6 +41,7 @@ class NightlyTask:
     searched: str | None = None  # the run id of tonight's search, if one ran
     new_best: EvalResult | None = None  # the search's winner, measured again
     error: str = ""
+    run: dict[str, Any] = field(default_factory=dict)  # run.json of tonight's search
 
     @property
     def regression(self) -> bool:
@@ -167,7 +168,7 @@ class Nightly:
             return
         run_dir = Path(self.config.out_dir) / run["run_id"]
         sync_run(self.store, run_dir)
-        outcome.searched = run["run_id"]
+        outcome.searched, outcome.run = run["run_id"], run
         winner = best_files(run_dir)
         if winner is None:
             return

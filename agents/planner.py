@@ -214,13 +214,22 @@ def planner(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         client = None
     if client is not None:
         try:
-            plan, _ = client.structured(planner_messages(state, ctx, count), Plan, agent="planner")
+            plan, reply = client.structured(
+                planner_messages(state, ctx, count), Plan, agent="planner"
+            )
             plan.ideas = plan.ideas[:count]
             source = "llm"
+            if reply.reasoning:  # split off before the JSON was read; kept for audit
+                ctx.rundir.write_round_file(round_no, "planner_reasoning.md", reply.reasoning)
         except LLMError as e:
             note = str(e)
             ctx.rundir.event(
-                "llm.fallback", agent="planner", round=round_no, kind=e.kind, error=note
+                "llm.fallback",
+                agent="planner",
+                round=round_no,
+                kind=e.kind,
+                error=note,
+                circuit_open=e.circuit_open,
             )
     if plan is None:
         plan = rules_plan(state, count)

@@ -49,6 +49,8 @@ class RunProgress:
     best_speedup: float | None = None  # over eager, among verified candidates with timings
     verified: int = 0
     calls: int = 0
+    failed_calls: int = 0
+    switched_off: bool = False  # the circuit breaker stopped calling an endpoint
     tokens: int = 0
     cost_usd: float = 0.0
     stop: str = ""
@@ -66,6 +68,10 @@ class RunProgress:
             self.calls += 1
             self.tokens += event.get("prompt_tokens", 0) + event.get("completion_tokens", 0)
             self.cost_usd += event.get("cost_usd", 0.0) or 0.0
+        elif kind == "llm.error":
+            self.failed_calls += 1
+        elif kind == "llm.circuit_open":
+            self.switched_off = True
         elif kind == "stop":
             self.stop = f"{event.get('reason')}: {event.get('detail', '')}".rstrip(": ")
 
@@ -96,6 +102,11 @@ class RunProgress:
             return f"{self.verified} verified (no timings here)"
         return "none yet"
 
+    def llm_text(self) -> str:
+        failed = f", {self.failed_calls} failed" if self.failed_calls else ""
+        off = " (endpoint switched off)" if self.switched_off else ""
+        return f"{self.calls} calls{failed}{off}, {self.tokens} tokens, ${self.cost_usd:.4f}"
+
     def status_line(self) -> str:
         """One line: round, statuses of this round, best so far, tokens and cost."""
         ours = [c for (r, _), c in sorted(self.candidates.items()) if r == self.round]
@@ -106,6 +117,8 @@ class RunProgress:
         return (
             f"round {self.round}: {statuses} | best so far: {self.best_text()} | "
             f"{self.tokens} tokens, ${self.cost_usd:.4f}"
+            + (f", {self.failed_calls} LLM call(s) failed" if self.failed_calls else "")
+            + (" (endpoint switched off)" if self.switched_off else "")
         )
 
     def table(self) -> Any:
@@ -120,9 +133,8 @@ class RunProgress:
         title = f"{self.task_name or 'run'}  ·  round {self.round}" + (
             f"  ·  {self.run_id}" if self.run_id else ""
         )
-        caption = (
-            f"best so far: {self.best_text()}   LLM: {self.calls} calls, {self.tokens} tokens, "
-            f"${self.cost_usd:.4f}" + (f"   stop: {self.stop}" if self.stop else "")
+        caption = f"best so far: {self.best_text()}   LLM: {self.llm_text()}" + (
+            f"   stop: {self.stop}" if self.stop else ""
         )
         table = Table(
             title=Text(title),

@@ -122,6 +122,11 @@ class RunDir:
         _write_atomic(path, _dump(data))
         return path
 
+    def write_round_file(self, round_no: int, name: str, text: str) -> Path:
+        path = self.round_dir(round_no) / name
+        _write_atomic(path, text)
+        return path
+
     def write_candidate_file(self, round_no: int, index: int, name: str, text: str) -> Path:
         path = self.candidate_dir(round_no, index) / name
         _write_atomic(path, text)
@@ -161,7 +166,15 @@ def format_event(event: dict[str, Any]) -> str | None:
     if kind == "candidate.skipped":
         return f"{tag} cand {event['index']}: {event.get('status')} ({event.get('summary', '')})"
     if kind == "llm.fallback":
-        return f"{event.get('agent')}: LLM failed ({event.get('kind')}), using rules this step"
+        if event.get("circuit_open"):
+            return None  # the breaker's own line said it once
+        error = str(event.get("error", "")).removeprefix(f"{event.get('kind')}: ")
+        return (
+            f"{event.get('agent')}: LLM failed ({event.get('kind')}: {_short(error)}), "
+            "using rules this step"
+        )
+    if kind.startswith("llm."):
+        return _llm_line(kind, event)
     if kind == "critique":
         return f"{tag} critic ({event.get('source')}): {event.get('summary', '')}"
     if kind == "stop":
@@ -177,6 +190,73 @@ def format_event(event: dict[str, Any]) -> str | None:
         summary = f": {event['summary']}" if event.get("summary") else ""
         return f"best: {event['best']}{summary}"
     return None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _llm_line(kind: str, event: dict[str, Any]) -> str | None:
+    """The progress line of the LLM client's events that change what the run does."""
+    agent = event.get("agent", "")
+    if kind == "llm.circuit_open":
+        return (
+            f"LLM endpoint {event.get('endpoint')} (model {event.get('model')}): "
+            f"{event.get('failures')} calls in a row failed, the last with {event.get('kind')}: "
+            f"{_short(str(event.get('error', '')), 300)}; it is not called again in this run, "
+            "the agents use their rules"
+        )
+    if kind == "llm.truncated" and event.get("action") == "raised":
+        return (
+            f"{agent}: the reply spent its whole output budget ({event.get('max_tokens')} "
+            f"tokens) on {event.get('what')}: asked again with {event.get('now')}"
+        )
+    if kind == "llm.truncated":
+        n = event.get("continuations", 0)
+        state = "complete now" if event.get("complete") else "still cut off"
+        return (
+            f"{agent}: the reply hit the output limit ({event.get('max_tokens')} tokens); "
+            f"continued {n} time(s), {state}"
+        )
+    if kind == "llm.window":
+        window = event.get("window")
+        said = f"a {window}-token context window" if window else "a smaller output limit"
+        return (
+            f"{agent}: the server states {said} for {event.get('model')}; the request was fitted "
+            f"to it ({event.get('now_max_tokens')} output tokens) and sent again"
+        )
+    if kind == "llm.param_fallback":
+        now = event.get("now")
+        instead = f"{now} instead" if now else "without it"
+        return (
+            f"{agent}: {event.get('model')} refused {event.get('param')}: sent {instead} for the "
+            "rest of the run (remembered for later runs)"
+        )
+    if kind == "llm.remembered":
+        return (
+            f"note: {event.get('model')} at {event.get('endpoint')}: an earlier run learned "
+            f"{event.get('facts')} (--no-cache learns afresh)"
+        )
+    return None
+
+
+def role_order(roles: dict[str, Any]) -> list[str]:
+    """Roles in the loop's order (planner, coder, critic), whatever order run.json kept."""
+    order = ("planner", "coder", "critic")
+    return sorted(roles, key=lambda r: (order.index(r) if r in order else len(order), r))
+
+
+def unanswered_roles(usage: Usage, models: dict[str, str]) -> dict[str, str]:
+    """{role: last error} for each role with a model whose calls all failed or were refused:
+    the run was meant to use it and did not (exit 3 unless --fallback-offline)."""
+    out = {}
+    for role, model in models.items():
+        u = usage.per_agent.get(role)
+        if model == "offline" or u is None or u.calls or not (u.failed_calls or u.refused_calls):
+            continue
+        out[role] = u.last_error or "its calls were not sent: the endpoint was switched off"
+    return out
 
 
 # -- finalize -------------------------------------------------------------------------------------
@@ -254,8 +334,15 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         else ""
     )
     usage = state.get("usage") or Usage()
+    breakers = [
+        {"endpoint": e.endpoint, "model": e.model, "error": str(e.open_error)}
+        for e in ctx.endpoints.states()
+        if e.open_error is not None
+    ]
     rd.update_run(
         status="done",
+        llm_unanswered=unanswered_roles(usage, ctx.models()),
+        llm_switched_off=breakers,
         finished=now_iso(),
         stop_reason=state.get("stop_reason"),
         stop_detail=state.get("stop_detail", ""),
@@ -313,12 +400,28 @@ def verdict(run: dict[str, Any]) -> str:
                 "machine (Triton interpreter, correctness only), so re-run on a GPU to measure."
             )
     usage = run.get("usage") or {}
+    failed = usage.get("failed_calls", 0)
+    failures = ", ".join(f"{n} {k}" for k, n in sorted((usage.get("failures") or {}).items()))
+    not_sent = usage.get("refused_calls", 0)
     cost = (
-        f"LLM: {usage.get('calls', 0)} call(s) ({usage.get('cached_calls', 0)} cached), "
-        f"{usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens, "
+        f"LLM: {usage.get('calls', 0)} call(s) answered ({usage.get('cached_calls', 0)} cached)"
+        + (f", {failed} failed ({failures})" if failed else "")
+        + (f", {not_sent} not sent (endpoint switched off)" if not_sent else "")
+        + f", {usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens, "
         f"${usage.get('cost_usd', 0.0):.4f}."
     )
-    return " ".join([head, body, stop + ".", cost])
+    parts = [head, body, stop + ".", cost]
+    unanswered = run.get("llm_unanswered") or {}
+    if unanswered:
+        models = run.get("models") or {}
+        roles = role_order(unanswered)
+        who = ", ".join(f"{role} ({models.get(role, '?')})" for role in roles)
+        last = _short(unanswered[roles[0]], 300)
+        parts.append(
+            f"The configured model answered no call for: {who}; those steps ran on the rules and "
+            f"the fusion codegen instead. Last error: {last}"
+        )
+    return " ".join(parts)
 
 
 # -- who runs a run -------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -130,25 +131,40 @@ class Candidate(BaseModel):
 
 
 class AgentUsage(BaseModel):
-    """LLM usage of one agent (or the whole run)."""
+    """LLM usage of one agent (or the whole run); agents/llm.py's Usage says what each counts."""
 
-    calls: int = 0
+    calls: int = 0  # answered, cached ones included
     cached_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    failed_calls: int = 0  # failed for good, past their retries
+    refused_calls: int = 0  # not sent: the circuit breaker had switched the endpoint off
+    unusable: int = 0  # answered, but unusable (invalid JSON after the repair, cut off)
+    retries: int = 0
+    failures: dict[str, int] = Field(default_factory=dict)  # why calls failed: kind -> count
+    last_error: str = ""
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: AgentUsage) -> AgentUsage:
+        failures = dict(self.failures)
+        for kind, n in other.failures.items():
+            failures[kind] = failures.get(kind, 0) + n
         return AgentUsage(
             calls=self.calls + other.calls,
             cached_calls=self.cached_calls + other.cached_calls,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            failed_calls=self.failed_calls + other.failed_calls,
+            refused_calls=self.refused_calls + other.refused_calls,
+            unusable=self.unusable + other.unusable,
+            retries=self.retries + other.retries,
+            failures=failures,
+            last_error=other.last_error or self.last_error,
         )
 
 
@@ -167,7 +183,7 @@ class Usage(BaseModel):
         fields = AgentUsage.model_fields
         return cls(
             per_agent={
-                name: AgentUsage(**{f: getattr(u, f) for f in fields})
+                name: AgentUsage(**{f: _plain(getattr(u, f)) for f in fields})
                 for name, u in per_agent.items()
             }
         )
@@ -178,6 +194,10 @@ class Usage(BaseModel):
             **self.total.model_dump(),
             "per_agent": {k: v.model_dump() for k, v in sorted(self.per_agent.items())},
         }
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def add_usage(left: Usage | None, right: Usage | None) -> Usage:

@@ -30,7 +30,9 @@ from .records import run_candidates, sync_run
 Optimize = Callable[..., dict[str, Any]]
 STATE_NAME = "suite_state.json"
 # Config fields that do not change what a run finds: where things go and how many processes.
-NOT_IN_KEY = frozenset({"out_dir", "db", "workers", "devices", "no_cache", "chat"})
+NOT_IN_KEY = frozenset(
+    {"out_dir", "db", "workers", "devices", "no_cache", "chat", "fallback_offline"}
+)
 
 
 class SuiteError(Exception):
@@ -144,6 +146,7 @@ class TaskOutcome:
     skipped: bool = False  # finished by an earlier invocation
     error: str = ""
     not_started: bool = False  # past the suite's stop_at: left for a later invocation
+    run: dict[str, Any] = field(default_factory=dict)  # run.json of this invocation's run
 
 
 @dataclass
@@ -238,17 +241,13 @@ class SuiteRunner:
         if self.store is not None:
             sync_run(self.store, run_dir)
         row = task_row(label, run_dir, run)
-        self.state.put(
-            key,
-            {
-                "task": label,
-                "path": str(path),
-                "run_id": run["run_id"],
-                "finished": True,
-                "row": row,
-            },
-        )
-        return TaskOutcome(label, str(path), row, run["run_id"])
+        # A run whose model answered nothing is not the task done as asked: a rerun (after the
+        # endpoint is fixed) searches it again from scratch, unless --fallback-offline took it.
+        redo = bool(run.get("llm_unanswered")) and not config.fallback_offline
+        entry = {"task": label, "path": str(path), "run_id": run["run_id"], "row": row}
+        entry |= {"run_id": None, "finished": False} if redo else {"finished": True}
+        self.state.put(key, entry)
+        return TaskOutcome(label, str(path), row, run["run_id"], run=run)
 
     def redoes(self, label: str) -> bool:
         return any(fnmatch.fnmatchcase(label, pattern) for pattern in self.redo)

@@ -72,6 +72,14 @@ _ENV_TO_CLEAR = (
     "KERNELWRIGHT_PLANNER_MODEL",
     "KERNELWRIGHT_CODER_MODEL",
     "KERNELWRIGHT_CRITIC_MODEL",
+    "KERNELWRIGHT_CALL_BUDGET_S",
+    "KERNELWRIGHT_BREAKER_FAILURES",
+    "KERNELWRIGHT_FALLBACK_OFFLINE",
+    *(
+        f"KERNELWRIGHT_{role}_{setting}"
+        for role in ("PLANNER", "CODER", "CRITIC")
+        for setting in ("CONTEXT_WINDOW", "MAX_OUTPUT_TOKENS")
+    ),
 )
 
 FAKE_API_KEY = "sk-fake-test-key"

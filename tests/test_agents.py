@@ -12,7 +12,7 @@ from fake_openai import reply
 from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
 
 from kernelwright.agents import coder as coder_mod
-from kernelwright.agents.config import RunConfig, parse_duration, resolve_config
+from kernelwright.agents.config import RunConfig, llm_configs, parse_duration, resolve_config
 from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
 from kernelwright.agents.llm import UsageLedger
 from kernelwright.agents.progress import RunProgress
@@ -69,6 +69,26 @@ def test_role_models_follow_the_same_precedence() -> None:
     assert (config.model_for("coder"), config.model_for("critic")) == ("flag-all", "flag-critic")
 
 
+def test_context_window_and_output_flags_reach_each_role() -> None:
+    from kernelwright import cli
+
+    args = cli.build_parser().parse_args(
+        ["optimize", "t.py", "--context-window", "65536", "--context-window", "coder=8192",
+         "--max-output-tokens", "critic=1024"]
+    )  # fmt: skip
+    env = {
+        "OPENAI_BASE_URL": "http://localhost:8000/v1",
+        "KERNELWRIGHT_CRITIC_CONTEXT_WINDOW": "4096",  # under --context-window: not used
+        "KERNELWRIGHT_MAX_OUTPUT_TOKENS": "3000",
+    }
+    config, _ = resolve_config(cli._search_flags(args), env)
+    llm = llm_configs(config.replace(model="my-model"), env)
+    windows = {role: cfg.window for role, cfg in llm.items()}
+    assert windows == {"planner": 65536, "coder": 8192, "critic": 65536}
+    outputs = {role: cfg.output_limit for role, cfg in llm.items()}
+    assert outputs == {"planner": 3000, "coder": 3000, "critic": 1024}
+
+
 def test_bad_environment_value_names_the_variable() -> None:
     with pytest.raises(ValueError, match="KERNELWRIGHT_ROUNDS"):
         resolve_config({}, {"KERNELWRIGHT_ROUNDS": "many"})
@@ -91,6 +111,60 @@ def test_extract_code_takes_the_block_defining_modelnew() -> None:
     text = f"Here is a helper:\n```python\nx = 1\n```\nAnd the file:\n```python\n{GELU}```\nDone."
     assert coder_mod.extract_code(text) == GELU.strip() + "\n"
     assert coder_mod.extract_code("I think you should fuse the ops.") is None
+
+
+def test_the_full_file_wins_over_a_trailing_fragment() -> None:
+    """Issue 19.6: the fragment after the file was evaluated, and its message contradicted
+    itself ("must be `class ModelNew(nn.Module)` ... (found: nn.Module)")."""
+    fragment = (
+        "class ModelNew(nn.Module):\n    def forward(self, x):\n"
+        "        return gelu_tanh(x)  # one launch instead of four ops\n"
+    )
+    text = f"The file:\n```python\n{GELU}```\nThe key change:\n```python\n{fragment}```\n"
+    assert coder_mod.extract_code(text) == GELU.strip() + "\n"
+    # Of two complete files the last still wins (a corrected file after an explanation).
+    fixed = GELU + "\n# checked against the reference\n"
+    assert coder_mod.extract_code(f"```python\n{GELU}```\nFixed:\n```python\n{fixed}```") == (
+        fixed.strip() + "\n"
+    )
+
+
+def test_prose_is_never_taken_for_code() -> None:
+    prose = "I would write class ModelNew with one fused kernel and a masked tail."
+    assert coder_mod.extract_code(prose) is None  # it was the whole "file"
+    cut = (
+        "Here it is:\n```python\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        y ="
+    )
+    source, why = coder_mod.pick_code(cut)
+    assert source is None and "never closed" in why
+    # An unclosed fence whose code is whole is the file, without the prose before it.
+    assert coder_mod.extract_code(f"Here it is:\n```python\n{GELU}") == GELU.strip() + "\n"
+    assert coder_mod.extract_code(GELU) == GELU.strip() + "\n"  # bare Python still counts
+
+
+def test_a_reply_cut_at_the_output_limit_gets_no_follow_up(tmp_path, fake_openai) -> None:
+    long = f"Here is the kernel.\n```python\n{GELU}```\n"
+    fake_openai.route("You are the coder", [reply(long, times=None)])
+    ctx = make_context(tmp_path, FakePool(), RunConfig(coder_max_output_tokens=200))
+    state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
+    ledger = UsageLedger()
+    cand = coder_mod.llm_candidate(ctx.client("coder", ledger), state, ctx, PLAN, 1)
+    assert ledger.by_agent()["coder"].unusable == 1
+    asked = [r for r in fake_openai.chat_requests if "You are the coder" in r.system]
+    assert [r.body["max_tokens"] for r in asked] == [200, 200, 200]  # the reply, 2 continuations
+    assert (cand.status, cand.rule, cand.followup) == ("no_code", "truncated", False)
+    assert "cut off at the output limit (200 tokens)" in cand.problem
+
+
+def test_reasoning_is_kept_beside_the_reply_for_audit(tmp_path, fake_openai) -> None:
+    thoughts = "Let me think about the block size first."
+    text = f"<think>{thoughts}\n```python\nclass ModelNew: pass\n```</think>\n```python\n{GELU}```"
+    fake_openai.route("You are the coder", [reply(text)])
+    ctx = make_context(tmp_path, FakePool(), RunConfig())
+    state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
+    cand = coder_mod.llm_candidate(ctx.client("coder", UsageLedger()), state, ctx, PLAN, 1)
+    assert cand.source == GELU.strip() + "\n" and not cand.followup
+    assert thoughts in (ctx.rundir.candidate_dir(1, 1) / "reasoning.md").read_text()
 
 
 def test_source_problem_names_the_rule_and_line() -> None:

@@ -205,7 +205,7 @@ def test_a_reply_still_cut_after_the_continuations_is_marked_truncated(fake_open
     client = client_for(fake_openai, max_output_tokens=100)  # the server cuts at 400 chars
     got = client.chat(USER, agent="coder")
     assert got.truncated and got.continuations == 2 and len(fake_openai.chat_requests) == 3
-    assert client.ledger.total().unusable == 1
+    assert client.ledger.total().calls == 1  # one call, three billed requests
 
 
 def test_content_filter_is_said_and_never_repeated(fake_openai):

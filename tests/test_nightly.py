@@ -264,3 +264,22 @@ def test_an_evaluator_error_fails_the_night_but_is_no_regression_and_keeps_the_k
     pool.times[OLD] = 6.0  # the next night compares with the last night that measured
     (later,), _ = night("2026-04-03")
     assert later.change["previous_night"] == "2026-04-01" and later.regression
+
+
+def test_a_night_whose_model_answered_nothing_exits_3(tmp_path, monkeypatch):
+    """Issue 13: a search that went offline because the endpoint answered nothing fails the
+    night's exit code (3), not silently 0."""
+    from kernelwright import graph
+
+    def unanswered(config, task_path=None, **kwargs):
+        run_id = f"{Path(task_path).stem}-1"
+        run = {"run_id": run_id, "status": "done", "best": None, "models": {"coder": "gpt-4o"}}
+        run["llm_unanswered"] = {"coder": "server: server error (500)"}
+        (Path(config.out_dir) / run_id).mkdir(parents=True)
+        (Path(config.out_dir) / run_id / "run.json").write_text(json.dumps(run))
+        return run
+
+    monkeypatch.setattr(graph, "optimize", unanswered)
+    code, out, err = nightly(tmp_path, "2026-01-01", "--model", "offline")
+    assert code == 3, out + err
+    assert "[gelu] the configured model answered no call for coder (gpt-4o)" in err

@@ -120,6 +120,69 @@ def test_timeout_mid_run_falls_back_to_rules(tmp_path, fake_openai, monkeypatch)
     assert statuses(run) == [(1, "incorrect"), (2, "ok")]  # the run went on with the rules' plan
 
 
+def test_an_endpoint_failing_every_call_is_switched_off_and_the_run_exits_3(
+    tmp_path, fake_openai, monkeypatch, capsys
+):
+    """Issue 13: an endpoint answering 500 to everything ran 121 s, sent 150 requests over 3
+    rounds and exited 0, its only sign a "using rules this step" line."""
+    from fake_openai import error
+
+    monkeypatch.setenv("KERNELWRIGHT_MAX_RETRIES", "1")
+    fake_openai.script([error(500, "upstream exploded", times=None)])
+    out = tmp_path / "runs"
+    code = cli.main(["optimize", TASK, "--out", str(out), *FAST, "--rounds", "3"])
+    assert code == 3
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    run = json.loads((run_dir / "run.json").read_text())
+    # Round 1's planner, coder and critic: three calls of two attempts, then none at all.
+    assert len(fake_openai.chat_requests) == 6 and len(run["rounds"]) >= 2
+    (opened,) = events(run_dir, "llm.circuit_open")
+    assert opened["failures"] == 3 and "upstream exploded" in opened["error"]
+    printed = capsys.readouterr()
+    assert printed.out.count("not called again in this run") == 1
+    assert printed.out.count("LLM failed") == 3  # round 1's; the rest were never sent
+    assert "answered no call for planner (gpt-4o-mini), coder (gpt-4o-mini)" in printed.err
+    assert "--fallback-offline" in printed.err
+    assert set(run["llm_unanswered"]) == {"planner", "coder", "critic"}
+    per_agent = run["usage"]["per_agent"]
+    assert per_agent["planner"]["failed_calls"] == 1 and per_agent["planner"]["refused_calls"]
+    assert per_agent["coder"]["failures"] == {"server": 1} and per_agent["coder"]["retries"] == 1
+    report = (run_dir / "report.md").read_text()
+    assert "| coder | gpt-4o-mini | 1 | 0 | 1 (1 server) |" in report
+    assert "The configured model answered no call" in report
+    # --fallback-offline accepts such a run (the breaker is per run: three calls again).
+    code = cli.main(
+        [
+            "optimize",
+            TASK,
+            "--out",
+            str(tmp_path / "b"),
+            *FAST,
+            "--rounds",
+            "1",
+            "--fallback-offline",
+        ]
+    )
+    assert code == 0 and "Accepted (--fallback-offline)" in capsys.readouterr().err
+
+
+def test_a_reasoning_model_alias_costs_two_400s_per_run_not_per_step(tmp_path, fake_openai):
+    from fake_openai import ReasoningModel
+
+    fake_openai.serve(ReasoningModel())
+    # Served without a reasoning parser, the planner's reasoning comes inline, before its JSON.
+    planner = [reply(f"<think>fuse {{it}} ```all```</think>{json.dumps(PLAN)}", times=None)]
+    script(fake_openai, [reply(code(WRONG)), reply(code(GOOD))], planner=planner)
+    run = optimize(tmp_path / "runs", "--rounds", "2", "--model", "kw-o3-deployment")
+    assert statuses(run) == [(1, "incorrect"), (2, "ok")]
+    plan = json.loads((run["dir"] / "round_01" / "plan.json").read_text())
+    assert plan["source"] == "llm" and not events(run["dir"], "llm.repair")
+    assert "fuse {it}" in (run["dir"] / "round_01" / "planner_reasoning.md").read_text()
+    assert len(fake_openai.refused) == 2  # max_tokens, then temperature; 6 steps asked
+    assert len(events(run["dir"], "llm.param_fallback")) == 2
+    assert run["usage"]["retries"] == 2 and run["usage"]["failed_calls"] == 0
+
+
 def test_malformed_json_is_repaired(tmp_path, fake_openai):
     planner = [reply('{"summary": "fuse", "ideas": [{"title": '), reply(json.dumps(PLAN))]
     script(fake_openai, [reply(code(GOOD))], planner=planner)

@@ -240,6 +240,45 @@ def test_a_tuned_candidate_is_reported_with_the_sweeps_verdict(tmp_path):
     assert "round_01/cand_0/tuned.py" in html and "BLOCK_TUNED" in html
 
 
+def test_report_shows_per_role_calls_answered_failed_why_and_retried(tmp_path):
+    """Issue 13: the report named gpt-4o with "0 calls" and nothing else."""
+    error = "server: server error (500): upstream down (gave up after 5 attempts: 4 retries spent)"
+    usage = {
+        "calls": 0,
+        "failed_calls": 3,
+        "refused_calls": 5,
+        "failures": {"server": 3},
+        "per_agent": {
+            "planner": {
+                "failed_calls": 1,
+                "retries": 4,
+                "failures": {"server": 1},
+                "last_error": error,
+            },
+            "coder": {
+                "failed_calls": 2,
+                "retries": 8,
+                "failures": {"server": 2},
+                "last_error": error,
+            },
+            "critic": {"refused_calls": 5, "last_error": ""},
+        },
+    }
+    extra = {
+        "models": {"planner": "gpt-4o", "coder": "gpt-4o", "critic": "gpt-4o"},
+        "usage": usage,
+        "llm_unanswered": {"planner": error, "coder": error, "critic": "not sent"},
+        "llm_switched_off": [{"endpoint": "http://x/v1", "model": "gpt-4o", "error": error}],
+    }
+    run_dir = write_run_dir(tmp_path, [[ok_result(1.2, 1.0, 0.5)]], extra=extra)
+    md = write_run_report(run_dir)["markdown"].read_text()
+    assert "## LLM calls per agent" in md
+    assert f"| coder | gpt-4o | 2 | 0 | 2 (2 server) | 0 | 8 | 0 | 0 | – | {error} |" in md
+    assert "| critic | gpt-4o | 0 | 0 | 0 | 5 | 0 |" in md
+    assert "0 calls answered (0 cached), 3 failed (3 server), 5 not sent" in md
+    assert "The configured model answered no call for planner (gpt-4o), coder (gpt-4o)" in md
+
+
 def test_run_report_files_carry_the_numbers(gpu_run):
     paths = write_run_report(gpu_run)
     assert set(paths) == {"markdown", "json", "plot", "html"}
@@ -250,8 +289,8 @@ def test_run_report_files_carry_the_numbers(gpu_run):
         in md
     )
     assert "| 3 | 2 | 2 ok | 2.00x | 1.50x | 55% | 2.00x | autotune BLOCK |" in md
-    assert "| coder | 4 | 5,000 | 2,000 | $0.0450 |" in md
-    assert "| planner | 3 | 1,200 | 300 | $0.0100 |" in md
+    assert "| coder | gpt-x | 4 | 4 | 0 | 0 | 0 | 5,000 | 2,000 | $0.0450 | – |" in md
+    assert "| planner | gpt-x | 3 | 3 | 0 | 0 | 0 | 1,200 | 300 | $0.0100 | – |" in md
     assert "stop reason: patience" in md and "NVIDIA H100, torch 2.11.0, triton 3.6.0" in md
     assert "![Best speedup per round](speedup_per_round.png)" in md
     assert "interpreter" not in md.lower()

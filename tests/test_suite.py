@@ -378,3 +378,25 @@ def test_one_warm_evaluator_serves_every_task_of_a_job(tmp_path):
     assert first is not None and first is second
     with pytest.raises(RuntimeError, match="closed"):
         first.submit(TASKS / "gelu.py", "")
+
+
+def test_a_suite_whose_model_answered_nothing_exits_3(tmp_path, monkeypatch):
+    """Issue 13: nightly and CI must notice a run that went offline because no call was answered."""
+
+    class Unanswered(ScriptedOptimize):
+        def __call__(self, config, task_path=None, **kwargs):
+            run = super().__call__(config, task_path, **kwargs)
+            run |= {"models": {"coder": "gpt-4o"}, "llm_unanswered": {"coder": "server: 500"}}
+            return run
+
+    from kernelwright import graph
+
+    monkeypatch.setattr(graph, "optimize", Unanswered())
+    args = ["suite", TASKS / "gelu.py", "--model", "offline", "--out", tmp_path / "s"]
+    code, _, err = kw(*args, "--db", tmp_path / "k.db")
+    assert code == 3 and "[gelu] the configured model answered no call for coder (gpt-4o)" in err
+    # Not finished: the rerun searches it again (no --redo needed) and may accept it offline.
+    code, out, err = kw(*args, "--db", tmp_path / "k.db", "--fallback-offline")
+    assert code == 0 and "Accepted (--fallback-offline)" in err and "skipped" not in out
+    code, out, _ = kw(*args, "--db", tmp_path / "k.db")
+    assert code == 0 and "[gelu] finished earlier in run" in out
