@@ -42,6 +42,11 @@ def dispatch_candidates(state: RunState) -> list[Send] | Literal["critic"]:
     return [Send("tester", {"candidate": d}) for d in drafts]
 
 
+def after_profile(state: RunState) -> Literal["planner", "finalize"]:
+    """Straight to finalize when the task itself is broken (its reference fails), else plan."""
+    return "finalize" if state.get("stop_reason") == "task-error" else "planner"
+
+
 def after_critic(state: RunState) -> Literal["planner", "finalize"]:
     """Stop when the critic recorded a stop reason, else plan the next round."""
     return "finalize" if state.get("stop_reason") else "planner"
@@ -163,8 +168,8 @@ def build_graph(*, chat: bool = False) -> StateGraph:
 
     # Every run starts by timing the reference and reading its ops.
     builder.add_edge(START, "profile")
-    # The first plan needs the profile.
-    builder.add_edge("profile", "planner")
+    # The first plan needs the profile; a task whose reference fails ends there.
+    builder.add_conditional_edges("profile", after_profile, ["planner", "finalize"])
     # The coder writes the round's candidates from the plan.
     builder.add_edge("planner", "coder")
     # Fan out: one tester branch per candidate (Send), evaluated concurrently; none -> critic.

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..sandbox.task import Task, TaskError, load_task, shrink_overrides
+from ..sandbox.task import Task, TaskError, load_task
 from .config import RunConfig
+from .shrink import interpreter_sizes
 from .state import Candidate, RunState, Usage, best_candidate, round_summaries
 
 if TYPE_CHECKING:
@@ -167,6 +168,8 @@ def format_event(event: dict[str, Any]) -> str | None:
     if kind == "stop":
         return f"stop: {event.get('reason')} ({event.get('detail', '')})"
     if kind == "finalize":
+        if event.get("stop_reason") == "task-error":
+            return "best: none (the task's reference fails: nothing could be judged)"
         if not event.get("best"):
             if event.get("fastest"):
                 return (
@@ -293,6 +296,11 @@ def verdict(run: dict[str, Any]) -> str:
     rounds = len(run.get("rounds") or [])
     n_cands = len(run.get("candidates") or [])
     head = f"{run.get('task_name')}: {rounds} round(s), {n_cands} candidate(s)."
+    if run.get("stop_reason") == "task-error":
+        return (
+            f"{run.get('task_name')}: the task's reference itself fails, so no candidate can be "
+            f"judged: {run.get('stop_detail', '')}."
+        )
     if best is None:
         body = (
             "No candidate was verified faster than the reference, so the reference stays; "
@@ -312,13 +320,16 @@ def verdict(run: dict[str, Any]) -> str:
                 f"Verified kernel: {where}, saved as best.py; times are not meaningful on this "
                 "machine (Triton interpreter, correctness only), so re-run on a GPU to measure."
             )
+    from ..report import judged_text  # the run report says the same
+
+    judged = f"Judged in {judged_text(run)}."
     usage = run.get("usage") or {}
     cost = (
         f"LLM: {usage.get('calls', 0)} call(s) ({usage.get('cached_calls', 0)} cached), "
         f"{usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens, "
         f"${usage.get('cost_usd', 0.0):.4f}."
     )
-    return " ".join([head, body, stop + ".", cost])
+    return " ".join([head, body, judged, stop + ".", cost])
 
 
 # -- who runs a run -------------------------------------------------------------------------------
@@ -404,16 +415,10 @@ def environment_info() -> dict[str, Any]:
 
 def shrunk_for_interpreter(config: RunConfig, task: Task) -> tuple[RunConfig, Task, str]:
     """Without CUDA and without --shape: smaller sizes (the interpreter costs ~1 ms a program)."""
-    if config.shapes:
-        return config, task, "no CUDA: Triton interpreter, correctness only (sizes from --shape)"
-    sizes = shrink_overrides(task, config.cpu_input_bytes)
-    changed = {k: v for k, v in sizes.items() if task.sizes.get(k) != v}
-    if not changed:
-        return config, task, "no CUDA: Triton interpreter, correctness only (task sizes kept)"
-    task = load_task(task.path, changed)
-    text = ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
-    note = f"no CUDA: Triton interpreter, correctness only; task shrunk to {text}"
-    return config.replace(shapes=changed), task, note
+    shapes, note = interpreter_sizes(task, config.shapes, config.cpu_input_bytes)
+    if config.shapes or not shapes:
+        return config, task, note
+    return config.replace(shapes=shapes), load_task(task.path, shapes), note
 
 
 def create_run(
@@ -423,10 +428,12 @@ def create_run(
     task = load_task(task_path, config.shapes)
     # Absolute, so that a store shared by several out directories knows where each run lives.
     config = config.replace(out_dir=str(Path(config.out_dir).resolve()))
-    notes = []
+    notes, given = [], dict(config.shapes)
     if not machine_has_cuda():
         config, task, note = shrunk_for_interpreter(config, task)
         notes.append(note)
+    # What the sizes are and why, for the reports: the task's own, --shape's, or the shrink's.
+    sized_by = "shape" if given else ("shrink" if task.overrides else "task")
     rundir = RunDir(Path(config.out_dir) / new_run_id(task.name), listeners)
     rundir.path.mkdir(parents=True)
     rundir.copy_task(task.path)
@@ -436,6 +443,8 @@ def create_run(
         task_name=task.name,
         task_hash=task.hash,
         sizes=task.sizes,
+        task_sizes=task.constants,
+        sized_by=sized_by,
         created=now_iso(),
         status="running",
         owner=run_owner(),

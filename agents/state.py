@@ -21,6 +21,7 @@ StopReason = Literal[
     "exhausted",  # the offline (deterministic) coder has nothing new to try
     "critic",  # the critic judged further rounds pointless
     "user",  # chat mode: the person ended it
+    "task-error",  # the task's reference fails at its own shape: nothing can be judged
 ]
 
 # A candidate's status: the evaluator's EvalResult.status, or why it never reached the evaluator.

@@ -38,7 +38,8 @@ SHAPE = """\
 	critic -.-> finalize;
 	critic -.-> planner;
 	planner --> coder;
-	profile --> planner;
+	profile -.-> finalize;
+	profile -.-> planner;
 	tester --> critic;
 	finalize --> __end__;"""
 CHAT_SHAPE = """\
@@ -59,7 +60,8 @@ CHAT_SHAPE = """\
 	human -.-> finalize;
 	human -.-> planner;
 	planner --> coder;
-	profile --> planner;
+	profile -.-> finalize;
+	profile -.-> planner;
 	tester --> critic;
 	finalize --> __end__;"""
 

@@ -161,7 +161,9 @@ def test_offline_run_end_to_end(tmp_path, monkeypatch):
     monkeypatch.delenv("KERNELWRIGHT_MODEL", raising=False)
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
     assert cli.main(["optimize", str(TASKS / "softmax.py"), "--out", str(tmp_path / "runs")]) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    # The runs directory holds the run and, since no --db was given, its own store.
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert (tmp_path / "runs" / "kernelwright.db").is_file()
     run = json.loads((run_dir / "run.json").read_text())
     assert run["models"] == {"planner": "offline", "coder": "offline", "critic": "offline"}
     assert run["usage"]["calls"] == 0 and run["status"] == "done"
