@@ -113,3 +113,42 @@ def test_eval_says_an_evaluator_error_is_not_the_candidates(monkeypatch):
     code, printed, err = kw("eval", TASKS / "gelu.py", GOOD)
     assert code == 1 and "CRASHED [worker-start]" in printed
     assert "internal evaluator error [worker-start]: kernelwright failed, not the candidate" in err
+
+
+# -- eval and baseline at interpreter sizes -------------------------------------------------------
+def _big_gelu(tmp_path: Path) -> Path:
+    """tests/tasks/gelu.py at KernelBench's size: 4096 x 393216 fp32 is 6 GiB of input."""
+    text = (TASKS / "gelu.py").read_text()
+    big = tmp_path / "big_gelu.py"
+    big.write_text(
+        text.replace("batch_size = 16\n", "batch_size = 4096\n").replace(
+            "dim = 2500\n", "dim = 393216\n"
+        )
+    )
+    assert "batch_size = 4096\n" in big.read_text() and "dim = 393216\n" in big.read_text()
+    return big
+
+
+@pytest.mark.skipif(
+    __import__("torch").cuda.is_available(), reason="the shrink is for the CPU interpreter"
+)
+def test_eval_and_baseline_shrink_a_big_task_on_cpu_and_say_so(tmp_path):
+    big = _big_gelu(tmp_path)
+    code, printed, err = kw("eval", big, GOOD, "--trials", "1")
+    assert code == 0, printed + err
+    (line,) = err.splitlines()  # one line: shrunk, to which sizes, why, and how to choose
+    assert line.startswith("kernelwright: no CUDA: Triton interpreter, correctness only; task ")
+    assert "(from batch_size=4096, dim=393216); --shape NAME=VALUE sets the sizes" in line
+    ran = printed.splitlines()[1]
+    assert ran.startswith("  ran at: fp32 (precision strict), batch_size=")
+    assert ran.endswith("(the task's own: batch_size=4096, dim=393216)")
+    result = json.loads(kw("eval", big, GOOD, "--trials", "1", "--json")[1])
+    assert result["shape_overrides"] and result["dtype"] == "fp32"
+    code, printed, err = kw("baseline", big)
+    assert code == 0 and "task shrunk to" in err and "  ran at: fp32" in printed
+    # The person's --shape wins over the shrink.
+    code, printed, err = kw("eval", big, GOOD, "--trials", "1", "--shape", "batch_size=3",
+                            "--shape", "dim=70", "--dtype", "fp16")  # fmt: skip
+    assert code == 0, printed + err
+    assert "shrunk" not in err and "no CUDA GPU here" in err
+    assert "  ran at: fp16 (precision strict), batch_size=3, dim=70 (the task's own:" in printed
