@@ -89,12 +89,16 @@ def optimize(
     answer: str | None = None,
     listeners: list[EventListener] | None = None,
     pool: EvalPool | None = None,
+    start_source: str | None = None,
 ) -> dict[str, Any]:
     """Run (or resume, by run id) an optimization to its end; returns the final run.json.
 
     Chat mode (config.chat) returns when the graph waits for the person: run.json then has
     status "waiting" and `waiting_for` (the human node's question); call again with
     resume=RUN_ID and answer=their message ("/quit" ends the run).
+
+    `start_source`: chat --from's kernel, evaluated as round 1's candidate when the coder is
+    offline (no model could revise it).
 
     `pool`: an evaluator the caller keeps open across runs (a suite's, warm from the previous
     task); by default the run opens its own on config.devices and closes it at the end.
@@ -132,6 +136,8 @@ def optimize(
             start: Any = {"run_id": rundir.run_id, "round": 0}
             if answer is not None:  # chat: the person's first message shapes round 1
                 start["instruction"] = answer
+            if start_source is not None:  # chat --from: the person's kernel
+                start["start_source"] = start_source
             if snapshot.values:
                 start = Command(resume=answer) if answer is not None else None
             # durability="sync": each step's checkpoint is on disk before the next step starts,

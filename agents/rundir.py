@@ -479,5 +479,15 @@ def open_run(
     task = load_task(task_path, config.shapes)
     if task.hash != run["task_hash"]:
         raise TaskError(f"run {run_id}: its task.py no longer matches the hash in run.json")
-    rundir.event("run.resume", run_id=run_id)
+    from .records import run_candidates  # records reads run directories: it imports this
+
+    verified = [c.result for c in run_candidates(rundir.path) if c.result.ok]
+    speedups = [r.speedup_eager for r in verified if r.speedup_eager is not None]
+    rundir.event(
+        "run.resume",
+        run_id=run_id,
+        task_name=run.get("task_name", ""),
+        verified=len(verified),
+        best_speedup=max(speedups, default=None),
+    )
     return rundir, config, task

@@ -239,6 +239,9 @@ class RunState(TypedDict, total=False):
     """Seconds spent in nodes, summed (the time budget's clock; a resume gap does not count)."""
     instruction: str
     """Chat mode: what the person asked for; the next plan and code follow it."""
+    start_source: str
+    """Chat mode: the person's own kernel (--from). Offline, round 1 evaluates it as given (no
+    model could revise it); with a model, the instruction carries it to the coder instead."""
     stop_reason: StopReason | None
     """Set by the critic (or the human node) when the run stops."""
     stop_detail: str
