@@ -183,6 +183,24 @@ def format_event(event: dict[str, Any]) -> str | None:
 
 
 # -- finalize -------------------------------------------------------------------------------------
+# best.py's header. A verified kernel is verified forward: its Triton kernels define no backward,
+# so backward() through its outputs fails ("element 0 of tensors does not require grad") or
+# leaves the inputs without a gradient. No run id in it: two runs that find the same kernel
+# write the same best.py.
+BEST_PY_HEADER = (
+    "# kernelwright: the verified ModelNew of this run (report.md says what it was judged at).\n"
+    "# Forward only: its Triton kernels define no backward, so backward() through its outputs\n"
+    '# fails ("element 0 of tensors does not require grad") or leaves the inputs without a\n'
+    "# gradient. Train with the task's reference Model and load its state_dict into ModelNew;\n"
+    "# `kernelwright export RUN --to FILE.py` writes a module whose backward() says so.\n\n"
+)
+
+
+def without_best_header(text: str) -> str:
+    """best.py's kernel as the candidate wrote it (BEST_PY_HEADER removed)."""
+    return text[len(BEST_PY_HEADER) :] if text.startswith(BEST_PY_HEADER) else text
+
+
 def best_block(best: Candidate | None, rel_path: str | None) -> dict[str, Any] | None:
     """run.json's best: where the winner is and what it achieved."""
     if best is None:
@@ -247,7 +265,9 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     best = best_candidate(candidates, timing_meaningful=meaningful)
     best_path = None
     if best is not None:
-        best_path = rd.relative(rd.write_text("best.py", best.final_source or ""))
+        best_path = rd.relative(
+            rd.write_text("best.py", BEST_PY_HEADER + (best.final_source or ""))
+        )
     elif (rd.path / "best.py").exists():  # never leave a stale winner from an earlier attempt
         (rd.path / "best.py").unlink()
     note = (

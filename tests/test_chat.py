@@ -11,6 +11,7 @@ import torch
 from fake_openai import reply
 from test_cli_support import EXAMPLES, TASKS, kw
 
+from kernelwright.agents.rundir import BEST_PY_HEADER
 from kernelwright.store import Store
 
 pytest_plugins = ["fake_openai"]
@@ -116,7 +117,7 @@ def test_offline_chat_benches_and_saves_the_current_kernel(tmp_path, monkeypatch
     assert code_ == 0, out + err
     run = only_run(runs)
     assert "round_01/cand_1:\ngelu: OK" in out and "times: not meaningful" in out
-    assert saved.read_text() == (run["dir"] / "best.py").read_text()
+    assert (run["dir"] / "best.py").read_text() == BEST_PY_HEADER + saved.read_text()
     assert run["status"] == "done" and run["stop_reason"] == "user"
 
 
