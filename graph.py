@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import CancelledError
 from contextlib import ExitStack, closing
 from typing import Any, Literal
 
@@ -146,9 +147,10 @@ def optimize(
             waiting = app.get_state(thread).interrupts
             if waiting:  # chat mode: paused for the person's next message
                 rundir.update_run(status="waiting", waiting_for=waiting[0].value)
-    except (KeyboardInterrupt, BrokenPipeError) as e:
-        # Ctrl-C, SIGTERM (cli.Terminated) or a reader that went away (`| head`): nothing went
-        # wrong with the run itself, and every finished step is checkpointed.
+    except (KeyboardInterrupt, BrokenPipeError, CancelledError) as e:
+        # Ctrl-C, SIGTERM (cli.Terminated), a reader that went away (`| head`), or, in a suite's
+        # other jobs, the evaluations that Ctrl-C cancelled under this run: nothing went wrong
+        # with the run itself, and every finished step is checkpointed.
         why = (
             "the output was closed (broken pipe)"
             if isinstance(e, BrokenPipeError)

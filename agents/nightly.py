@@ -168,6 +168,9 @@ class Nightly:
         run_dir = Path(self.config.out_dir) / run["run_id"]
         sync_run(self.store, run_dir)
         outcome.searched = run["run_id"]
+        if run.get("stop_reason") == "task-error":  # the task's own reference fails
+            outcome.error = f"task error: {run.get('stop_detail', 'the reference fails')}"
+            return
         winner = best_files(run_dir)
         if winner is None:
             return

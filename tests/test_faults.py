@@ -152,3 +152,11 @@ def test_eval_and_baseline_shrink_a_big_task_on_cpu_and_say_so(tmp_path):
     assert code == 0, printed + err
     assert "shrunk" not in err and "no CUDA GPU here" in err
     assert "  ran at: fp16 (precision strict), batch_size=3, dim=70 (the task's own:" in printed
+
+
+def test_a_nightly_over_a_task_whose_reference_fails_fails_the_night(tmp_path):
+    code, printed, err = kw("nightly", BROKEN, *FAST, "--db", tmp_path / "k.db",
+                            "--out", tmp_path / "runs", "--night", "2026-05-01")  # fmt: skip
+    assert code == 1, printed + err
+    assert "[broken_reference] error: task error: the task's reference fails" in printed
+    assert "1 of 1 task(s) regressed or failed: broken_reference" in err
