@@ -82,9 +82,14 @@ def _duration(text: str) -> float:
     from .agents.config import parse_duration
 
     try:
-        seconds = parse_duration(text)
+        return parse_duration(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _budget(text: str) -> float:
+    """A time budget: a duration above zero (a budget of 0 would stop before the first round)."""
+    seconds = _duration(text)
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"must be longer than 0 s, got {text!r}")
     return seconds
@@ -169,19 +174,69 @@ def _load_task(path: str, shapes: list[tuple[str, int]]):
         raise UserError(str(e)) from None
 
 
+def _judged_task(args: argparse.Namespace):
+    """(task, EvalConfig) as eval and baseline judge them: without CUDA the task is shrunk for
+    the Triton interpreter, as optimize does, unless --shape set the sizes; one line says so."""
+    from .agents.preflight import NO_GPU_NOTE, cuda_available
+    from .agents.shrink import interpreter_sizes
+    from .sandbox.task import TaskError
+
+    task = _load_task(args.task, args.shape)
+    config = _eval_config(args)
+    if cuda_available():
+        return task, config
+    try:
+        shapes, note = interpreter_sizes(task, dict(args.shape))
+    except TaskError as e:
+        raise UserError(f"{e}; set the sizes with --shape NAME=VALUE") from None
+    if args.shape or not shapes:
+        print(f"kernelwright: {NO_GPU_NOTE}", file=sys.stderr)
+        return task, config
+    print(f"kernelwright: {note}", file=sys.stderr)
+    return task, config.replace(shapes=shapes)
+
+
+def _ran_at(task, dtype: str, overrides: dict[str, int], precision: str | None) -> str:
+    """'  ran at: fp32 (precision strict), batch_size=16, dim=4096 (task: batch_size=4096, ...)'."""
+    sizes = {**task.constants, **overrides}
+    text = ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "no size constants"
+    if sizes != task.constants:
+        text += (
+            " (the task's own: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(task.constants.items()))
+            + ")"
+        )
+    policy = f" (precision {precision})" if precision else ""
+    return f"  ran at: {dtype}{policy}, {text}"
+
+
+def _with_ran_at(report: str, line: str) -> str:
+    head, _, rest = report.partition("\n")
+    return "\n".join(part for part in (head, line, rest) if part)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from .sandbox import evaluate
     from .sandbox.summary import format_result
 
-    task = _load_task(args.task, args.shape)
     source = _read_file(args.candidate, "candidate")
-    config = _eval_config(args)
-    _no_gpu_note()
+    task, config = _judged_task(args)
     result = evaluate(task, source, config)
     if args.json:
         print(result.to_json(indent=2))
     else:
-        print(format_result(result, task_name=task.name))
+        overrides = result.shape_overrides or {**task.overrides, **config.shapes}
+        ran = _ran_at(task, result.dtype, overrides, config.precision)
+        print(_with_ran_at(format_result(result, task_name=task.name), ran))
+    if result.fault == "task":
+        raise UserError(f"task error: {_first_line(result.message)}; fix the task file")
+    if result.fault == "evaluator":
+        print(
+            f"kernelwright: internal evaluator error [{result.rule}]: kernelwright failed, not "
+            "the candidate, so nothing was learned about it; try again, and report it if it "
+            "persists",
+            file=sys.stderr,
+        )
     return EXIT_OK if result.ok else EXIT_NEGATIVE
 
 
@@ -189,15 +244,21 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from .sandbox import baseline
     from .sandbox.summary import format_baseline
 
-    task = _load_task(args.task, args.shape)
-    config = _eval_config(args)
-    _no_gpu_note()
+    task, config = _judged_task(args)
     result = baseline(task, config)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     else:
-        print(format_baseline(result, task_name=task.name))
+        overrides = result.shape_overrides or {**task.overrides, **config.shapes}
+        ran = _ran_at(task, result.dtype, overrides, config.precision)
+        print(_with_ran_at(format_baseline(result, task_name=task.name), ran))
+    if result.task_error:
+        raise UserError(f"task error: {_first_line(result.message)}; fix the task file")
     return EXIT_OK if result.ok else EXIT_NEGATIVE
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0]
 
 
 def _no_gpu_note() -> bool:
@@ -357,6 +418,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             sync_run(store, Path(config.out_dir) / run_id)
     print(f"run directory: {Path(config.out_dir) / run['run_id']}")
     print(verdict(run))
+    if run.get("stop_reason") == "task-error":
+        raise UserError(f"task error: {run.get('stop_detail', 'the reference fails')}")
     return EXIT_MODEL_UNANSWERED if _unanswered(run, config) else EXIT_OK
 
 
@@ -415,8 +478,24 @@ def cmd_suite(args: argparse.Namespace) -> int:
     errors = [o for o in outcomes if o.error]
     if errors:
         print(f"kernelwright: {len(errors)} task(s) could not run: see above", file=sys.stderr)
+    broken = [o for o in outcomes if o.row.get("status") == "task-error"]
+    if broken:
+        print(
+            f"kernelwright: {len(broken)} task(s) whose reference itself fails (task-error): "
+            f"{', '.join(o.label for o in broken)}; fix those task files",
+            file=sys.stderr,
+        )
+    internal = [o for o in outcomes if o.row.get("evaluator_errors")]
+    if internal:
+        count = sum(o.row["evaluator_errors"] for o in internal)
+        print(
+            f"kernelwright: {count} evaluator error(s), kernelwright's fault and not the "
+            f"candidates', in {', '.join(o.label for o in internal)}; `suite --redo TASK` runs "
+            "a task again",
+            file=sys.stderr,
+        )
     unanswered = [o for o in outcomes if _unanswered(o.run, config, f"[{o.label}] ")]
-    if errors:
+    if errors or broken or internal:
         return EXIT_NEGATIVE
     return EXIT_MODEL_UNANSWERED if unanswered else EXIT_OK
 
@@ -647,7 +726,7 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
     p.add_argument(
         *names,
         dest="time_budget",
-        type=_duration,
+        type=_budget,
         metavar="DURATION",
         help="stop after this much work, e.g. 30m or 1h30m",
     )

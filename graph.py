@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import CancelledError
 from contextlib import ExitStack, closing
 from typing import Any, Literal
 
@@ -40,6 +41,11 @@ def dispatch_candidates(state: RunState) -> list[Send] | Literal["critic"]:
     if not drafts:
         return "critic"
     return [Send("tester", {"candidate": d}) for d in drafts]
+
+
+def after_profile(state: RunState) -> Literal["planner", "finalize"]:
+    """Straight to finalize when the task itself is broken (its reference fails), else plan."""
+    return "finalize" if state.get("stop_reason") == "task-error" else "planner"
 
 
 def after_critic(state: RunState) -> Literal["planner", "finalize"]:
@@ -84,12 +90,16 @@ def optimize(
     answer: str | None = None,
     listeners: list[EventListener] | None = None,
     pool: EvalPool | None = None,
+    start_source: str | None = None,
 ) -> dict[str, Any]:
     """Run (or resume, by run id) an optimization to its end; returns the final run.json.
 
     Chat mode (config.chat) returns when the graph waits for the person: run.json then has
     status "waiting" and `waiting_for` (the human node's question); call again with
     resume=RUN_ID and answer=their message ("/quit" ends the run).
+
+    `start_source`: chat --from's kernel, evaluated as round 1's candidate when the coder is
+    offline (no model could revise it).
 
     `pool`: an evaluator the caller keeps open across runs (a suite's, warm from the previous
     task); by default the run opens its own on config.devices and closes it at the end.
@@ -127,6 +137,8 @@ def optimize(
             start: Any = {"run_id": rundir.run_id, "round": 0}
             if answer is not None:  # chat: the person's first message shapes round 1
                 start["instruction"] = answer
+            if start_source is not None:  # chat --from: the person's kernel
+                start["start_source"] = start_source
             if snapshot.values:
                 start = Command(resume=answer) if answer is not None else None
             # durability="sync": each step's checkpoint is on disk before the next step starts,
@@ -135,9 +147,10 @@ def optimize(
             waiting = app.get_state(thread).interrupts
             if waiting:  # chat mode: paused for the person's next message
                 rundir.update_run(status="waiting", waiting_for=waiting[0].value)
-    except (KeyboardInterrupt, BrokenPipeError) as e:
-        # Ctrl-C, SIGTERM (cli.Terminated) or a reader that went away (`| head`): nothing went
-        # wrong with the run itself, and every finished step is checkpointed.
+    except (KeyboardInterrupt, BrokenPipeError, CancelledError) as e:
+        # Ctrl-C, SIGTERM (cli.Terminated), a reader that went away (`| head`), or, in a suite's
+        # other jobs, the evaluations that Ctrl-C cancelled under this run: nothing went wrong
+        # with the run itself, and every finished step is checkpointed.
         why = (
             "the output was closed (broken pipe)"
             if isinstance(e, BrokenPipeError)
@@ -163,8 +176,8 @@ def build_graph(*, chat: bool = False) -> StateGraph:
 
     # Every run starts by timing the reference and reading its ops.
     builder.add_edge(START, "profile")
-    # The first plan needs the profile.
-    builder.add_edge("profile", "planner")
+    # The first plan needs the profile; a task whose reference fails ends there.
+    builder.add_conditional_edges("profile", after_profile, ["planner", "finalize"])
     # The coder writes the round's candidates from the plan.
     builder.add_edge("planner", "coder")
     # Fan out: one tester branch per candidate (Send), evaluated concurrently; none -> critic.

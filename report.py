@@ -149,7 +149,7 @@ def _html_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], cls: str 
 
 
 def _badge(status: str) -> _Html:
-    kind = "ok" if status == "ok" else "pending" if status == "pending" else "bad"
+    kind = "ok" if status == "ok" else "pending" if status in ("pending", "duplicate") else "bad"
     return _Html(f'<span class="badge {kind}">{_h(status)}</span>')
 
 
@@ -385,6 +385,49 @@ def plot_nightly(history: Sequence[Mapping[str, Any]], path: Path) -> Path:
     return path
 
 
+# -- what ran -------------------------------------------------------------------------------------
+
+
+def _sizes_text(sizes: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "no size constants"
+
+
+def _sized_by(run: Mapping[str, Any], config: Mapping[str, Any]) -> str:
+    """ "task", "shape" or "shrink": run.json says so since it records it; before, its notes did
+    (the shrink wrote its sizes into config.shapes too, so those alone cannot tell)."""
+    if run.get("sized_by") in ("task", "shape", "shrink"):
+        return str(run["sized_by"])
+    if any("task shrunk to" in str(n) for n in run.get("notes") or []):
+        return "shrink"
+    return "shape" if config.get("shapes") else "task"
+
+
+def judged_text(run: Mapping[str, Any], also_checked: Mapping[str, Any] | None = None) -> str:
+    """What a run judged its candidates at: dtype, precision policy and the sizes actually used,
+    with why they differ from the task's own (--shape, or the shrink for the CPU interpreter).
+
+    'fp32, precision strict, at batch_size=32, dim=1536: shrunk for the Triton interpreter (no
+    CUDA) from the task's batch_size=4096, dim=393216; also checked at batch_size=27, dim=1317'
+    """
+    config = run.get("config") if isinstance(run.get("config"), Mapping) else {}
+    sizes = run.get("sizes") if isinstance(run.get("sizes"), Mapping) else {}
+    own = run.get("task_sizes") if isinstance(run.get("task_sizes"), Mapping) else {}
+    text = f"{config.get('dtype') or 'fp32'}, precision {config.get('precision') or 'strict'}"
+    text += f", at {_sizes_text(sizes)}" if sizes else ""
+    differ = bool(own) and dict(own) != dict(sizes)
+    sized_by = _sized_by(run, config)
+    if sized_by == "shrink":
+        text += ": shrunk for the Triton interpreter (no CUDA)"
+        text += f" from the task's {_sizes_text(own)}" if differ else ""
+    elif sized_by == "shape":
+        text += " (set with --shape" + (f"; the task's own: {_sizes_text(own)})" if differ else ")")
+    elif sizes:
+        text += " (the task's own sizes)"
+    if also_checked:
+        text += f"; also checked at {_sizes_text(also_checked)}"
+    return text
+
+
 # -- run reports ----------------------------------------------------------------------------------
 
 _ROUND_DIR = re.compile(r"round_(\d+)$")
@@ -434,6 +477,11 @@ def _candidate_view(run_dir: Path, round_no: int, index: int, cand_dir: Path) ->
         "interpreter": bool(result and result.environment.interpreter),
         "environment": dataclasses.asdict(result.environment) if result else None,
         "note": result.timings.note if result and result.timings else "",
+        # Whose verdict it is: an evaluator error is kernelwright's, not the candidate's.
+        "fault": result.fault if result else None,
+        "shapes_checked": [dict(s) for s in result.correctness.shapes]
+        if result and result.correctness
+        else [],
     }
     return view
 
@@ -553,12 +601,32 @@ def _events_summary(run_dir: Path) -> dict[str, Any]:
 
 
 def _verdict(data: Mapping[str, Any]) -> str:
+    """The verdict paragraph, ending with what was judged (dtype, precision, sizes) and the
+    evaluator errors that were kernelwright's fault and no candidate's."""
+    text = _outcome(data)
+    if data["stop_reason"] == "task-error":
+        return text
+    if data.get("evaluator_errors"):
+        n = data["evaluator_errors"]
+        text += (
+            f" {n} evaluator error{'s' * (n != 1)} (kernelwright's fault, not the "
+            f"candidate's: {'they were' if n != 1 else 'it was'} not judged)."
+        )
+    return f"{text} Judged in {data['judged']}."
+
+
+def _outcome(data: Mapping[str, Any]) -> str:
     best, views = data["best"], data["candidates"]
     n_rounds, n_ok = len(data["rounds"]), sum(v["status"] == "ok" for v in views)
     counts = _statuses_text(Counter(v["status"] for v in views))
     detail = f" ({data['stop_detail']})" if data.get("stop_detail") else ""
     stop = f" Stopped: {data['stop_reason']}{detail}." if data.get("stop_reason") else ""
     tried = f"{len(views)} candidates over {n_rounds} round{'s' * (n_rounds != 1)} ({counts})"
+    if data["stop_reason"] == "task-error":
+        return (
+            f"Task error: the task's reference itself fails, so no candidate could be judged "
+            f"({data['stop_detail']})."
+        )
     if not views:
         return f"No candidate was evaluated; the PyTorch reference stays.{stop}"
     if best is None:
@@ -624,7 +692,47 @@ def _unlisted_view(row: Mapping[str, Any]) -> dict[str, Any]:
         "interpreter": False,
         "environment": None,
         "note": "",
+        "fault": None,
+        "shapes_checked": [],
     }
+
+
+def _skipped_events(run_dir: Path) -> dict[tuple[int, int], Mapping[str, Any]]:
+    """Candidates the coder set aside without evaluation (a duplicate), from events.jsonl: what
+    a run killed before its finalize (which writes run.json's candidates) still says of them."""
+    found: dict[tuple[int, int], Mapping[str, Any]] = {}
+    path = run_dir / "events.jsonl"
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(event, dict) or event.get("event") != "candidate.skipped":
+            continue
+        if isinstance(event.get("round"), int) and isinstance(event.get("index"), int):
+            found[(event["round"], event["index"])] = event
+    return found
+
+
+def _duplicate_of(row: Mapping[str, Any]) -> str | None:
+    """'round_01/cand_1' for a duplicate, from run.json's row or a candidate.skipped event."""
+    if row.get("duplicate_of"):
+        return str(row["duplicate_of"])
+    match = re.match(r"same source as (round_\d+/cand_\d+)", str(row.get("summary") or ""))
+    return match.group(1) if match else None
+
+
+def _as_duplicate(view: dict[str, Any], of: str, views: Mapping[tuple[int, int], Any]) -> None:
+    """A duplicate shows the candidate it repeats and that candidate's verdict, not "pending"."""
+    match = re.match(r"round_(\d+)/cand_(\d+)$", of)
+    earlier = views.get((int(match.group(1)), int(match.group(2)))) if match else None
+    verdict = f": {earlier['summary']}" if earlier else ""
+    view.update(
+        status="duplicate",
+        rule=earlier["rule"] if earlier else None,
+        summary=f"duplicate of {of} (the same source; not evaluated again){verdict}",
+        duplicate_of=of,
+    )
 
 
 def _all_candidates(run_dir: Path, run: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -634,12 +742,18 @@ def _all_candidates(run_dir: Path, run: Mapping[str, Any]) -> list[dict[str, Any
         for k, cand_dir in _numbered_dirs(round_dir, _CAND_DIR)
     }
     listed = _listed_candidates(run)
+    skipped = _skipped_events(run_dir)
     for key, row in listed.items():
         views.setdefault(key, _unlisted_view(row))
     for key, view in views.items():
         row = listed.get(key, {})
         view["origin"] = row.get("origin")
         view["idea"] = row.get("idea")
+    for key, view in views.items():
+        said = listed.get(key) or skipped.get(key) or {}
+        of = _duplicate_of(said) if said.get("status") == "duplicate" else None
+        if of and view["status"] in ("pending", "duplicate"):
+            _as_duplicate(view, of, views)
     return [views[k] for k in sorted(views)]
 
 
@@ -657,6 +771,13 @@ def _timing_note(run: Mapping[str, Any], views: Sequence[Mapping[str, Any]]) -> 
         return None
     detail = run.get("verdict_note") or next((v["note"] for v in views if v["note"]), "")
     return INTERPRETER_NOTE + (f" ({detail})" if detail else "")
+
+
+def _run_status(run: Mapping[str, Any]) -> str:
+    """run.json's status, "interrupted" for a "running" run whose process is gone."""
+    from .agents.rundir import run_status  # the run directory's own reading of its owner
+
+    return run_status(dict(run))
 
 
 def run_report_data(run_dir: str | Path) -> dict[str, Any]:
@@ -678,7 +799,7 @@ def run_report_data(run_dir: str | Path) -> dict[str, Any]:
         "task_hash": str(run.get("task_hash") or ""),
         "created": str(run.get("created") or ""),
         "finished": run.get("finished"),
-        "status": str(run.get("status") or ""),
+        "status": _run_status(run),
         "stop_reason": run.get("stop_reason"),
         "stop_detail": run.get("stop_detail") or "",
         "models": run.get("models") or {},
@@ -694,8 +815,23 @@ def run_report_data(run_dir: str | Path) -> dict[str, Any]:
         "best": _best_entry(run, views),
         "log": _events_summary(run_dir),
     }
+    data["judged"] = judged_text(run, _other_shape(data))
+    data["evaluator_errors"] = sum(v["fault"] == "evaluator" for v in views)
     data["verdict"] = _verdict(data) + _llm_verdict(data)
     return data
+
+
+def _other_shape(data: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The second shape a verified candidate (the best first) was also checked at, if any."""
+    best = data["best"] or {}
+    views = sorted(
+        (v for v in data["candidates"] if v["status"] == "ok"),
+        key=lambda v: (v["round"], v["candidate"]) != (best.get("round"), best.get("candidate")),
+    )
+    for v in views:
+        if len(v["shapes_checked"]) > 1:
+            return v["shapes_checked"][1]
+    return None
 
 
 def _llm_verdict(data: Mapping[str, Any]) -> str:
@@ -755,6 +891,7 @@ def _facts(data: Mapping[str, Any]) -> list[tuple[str, str]]:
         stop += f" ({data['stop_detail']})"
     return [
         ("Task", f"{data['task_name'] or data['task']} ({data['task']}, {data['task_hash'][:12]})"),
+        ("Judged", data["judged"]),
         ("Run", f"{data['run_id']}, created {data['created'] or '?'}"),
         ("Status", f"{data['status'] or '?'}; stop reason: {stop}"),
         ("Models", models),
@@ -962,6 +1099,8 @@ def _normal_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "tuned": row.get("tuned"),  # the `# tune:` sweep changed the kernel's constants
         "note": row.get("note"),  # why there is no candidate, or what its verdict said
         "kernel": row.get("kernel"),
+        # Verdicts that were kernelwright's fault, not a candidate's (EvalResult.fault).
+        "evaluator_errors": int(row.get("evaluator_errors") or 0),
     }
 
 
@@ -1004,6 +1143,9 @@ def suite_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
             for baseline, key in (("eager", "speedup_eager"), ("compiled", "speedup_compiled"))
         },
         "timed": sum(r["correct"] and r["speedup_eager"] is not None for r in rows),
+        "evaluator_errors": sum(r["evaluator_errors"] for r in rows),
+        "tasks_with_evaluator_errors": sum(r["evaluator_errors"] > 0 for r in rows),
+        "task_errors": sum(r["status"] == "task-error" for r in rows),
     }
 
 
@@ -1047,6 +1189,13 @@ def _summary_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     rows.append(["Geomean speedup vs eager", _x(summary["geomean_speedup_eager"])])
     rows.append(["Geomean speedup vs torch.compile", _x(summary["geomean_speedup_compiled"])])
     rows.append(["Correct tasks with timings", str(summary["timed"])])
+    rows.append(
+        [
+            "Evaluator errors (kernelwright's, not the candidates')",
+            f"{summary['evaluator_errors']} in {summary['tasks_with_evaluator_errors']} task(s)",
+        ]
+    )
+    rows.append(["Task errors (the reference itself fails)", str(summary["task_errors"])])
     for name, level in summary.get("levels", {}).items():
         rows.append([f"By level: {name}", _level_text(level)])
     return rows
@@ -1061,6 +1210,7 @@ _TASK_HEADERS = (
     "Roofline",
     "Bound by",
     "Tuned",
+    "Evaluator errors",
     "Note",
 )
 
@@ -1075,6 +1225,7 @@ def _task_cells(r: Mapping[str, Any], status: Any) -> list[Any]:
         _pct(r["roofline_fraction"]),
         r["limiter"] or "–",
         "–" if r["tuned"] is None else ("yes" if r["tuned"] else "no"),
+        r["evaluator_errors"],
         _short_note(r["note"]),
     ]
 

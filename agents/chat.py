@@ -20,7 +20,7 @@ from ..sandbox.results import EvalResult
 from ..sandbox.summary import format_result
 from ..sandbox.task import load_task
 from ..store import Store
-from .config import RunConfig, eval_config_for
+from .config import OFFLINE, RunConfig, eval_config_for, llm_configs
 from .progress import plain_listener
 from .records import run_candidates, sync_run
 from .rundir import INTERRUPTED, run_status, verdict
@@ -40,6 +40,22 @@ revises the current kernel, the tester evaluates it, the critic answers. Command
   /help          this text
 End of input (Ctrl-D) leaves the chat without ending the run: resume it with
 `kernelwright chat --resume RUN_ID`."""
+
+
+# Offline, the coder is the deterministic fusion codegen: it writes the same kernel whatever the
+# person asks, so a request would run a round that can only repeat the last one (a "duplicate"),
+# and the rules' critic would then tell the person to "change the approach".
+OFFLINE_HELP = """\
+No model is configured, so a request in words cannot be acted on: offline, the coder is the
+fusion codegen, which writes the same kernel whatever is asked. What works offline:
+  /bench         judge the current kernel again (and time it, on a GPU)
+  # tune:        a module constant with `# tune: 256, 512, 1024` on its line is swept over those
+                 values by the tester, on a GPU where times mean something
+  --from         /save PATH, edit the kernel, then `kernelwright chat TASK --from PATH`: round 1
+                 judges your version (and sweeps its `# tune:` constants on a GPU);
+                 `kernelwright eval TASK PATH` judges it once
+To have requests acted on: set OPENAI_API_KEY (OPENAI_BASE_URL for another endpoint) and pass
+--model, e.g. `kernelwright chat TASK --from PATH --model gpt-4o`."""
 
 
 class ChatError(Exception):
@@ -207,11 +223,9 @@ class ChatSession:
     # -- the loop --------------------------------------------------------------------------------
     def advance(self, answer: str | None) -> None:
         """One step of the graph: the answer goes to the waiting human node."""
-        show = plain_listener(self.out)
-
-        def listener(event: dict[str, Any]) -> None:
-            if event.get("event") != "run.resume":  # every turn resumes: no news to the person
-                show(event)
+        # Every turn resumes the run: no news to the person, but the resume event tells the
+        # status line what the earlier rounds verified (its best so far).
+        listener = plain_listener(self.out, quiet=("run.resume",))
 
         config = RunConfig(out_dir=self.out_dir)
         try:
@@ -221,6 +235,10 @@ class ChatSession:
         finally:
             if self.store is not None:
                 sync_run(self.store, self.run_dir)
+
+    def offline(self) -> bool:
+        """The run's coder has no model: it cannot act on a request in words."""
+        return (self.run.get("models") or {}).get("coder") == OFFLINE
 
     def read_line(self) -> str | None:
         if self.inp.isatty():
@@ -257,6 +275,9 @@ class ChatSession:
             if text.startswith("/"):
                 if self.command(text):
                     return 0
+                continue
+            if self.offline():
+                self.say(OFFLINE_HELP)
                 continue
             self.advance(self.instruction(text))
             if self.run.get("status") == "done":
@@ -300,21 +321,28 @@ def start_chat(
 ) -> ChatSession:
     """A new chat run: round 1 runs from the task (and --from kernel), then the person steers."""
     first = start_kernel(start_from, config.out_dir) if start_from else None
-    # Round 1 runs before the first message; with --from it already revises that kernel.
-    seed = None
+    # Round 1 runs before the first message; with --from it already revises that kernel, or,
+    # offline (no model to revise it), judges it as given.
+    seed, offline = None, llm_configs(config)["coder"].offline
     if first is not None:
         seed = (
             f"Start from the person's kernel ({first[0]}) and improve it:\n"
             f"```python\n{first[1].rstrip()}\n```"
         )
+    extra = {"start_source": first[1]} if first is not None and offline else {}
     run = optimize(
-        config.replace(chat=True), task_path, answer=seed, listeners=[plain_listener(out)]
+        config.replace(chat=True),
+        task_path,
+        answer=seed,
+        listeners=[plain_listener(out)],
+        **extra,
     )
     session = ChatSession(optimize, config.out_dir, run["run_id"], inp, out, judge, store, run)
     if store is not None:
         sync_run(store, session.run_dir)
     if first is not None:
-        after = (run.get("waiting_for") or {}).get("round", 0)
+        # Offline, round 1 judged the --from kernel: its verdict (round_01/cand_1) comes after.
+        after = 0 if extra else (run.get("waiting_for") or {}).get("round", 0)
         start = {"label": first[0], "source": first[1], "after_round": after}
         session.save_state({"from": start, "undone": []})
     return session

@@ -304,6 +304,19 @@ def fusion_candidate(state: RunState, ctx: RunContext, index: int, why: str) -> 
     )
 
 
+def person_candidate(state: RunState, ctx: RunContext) -> Candidate | None:
+    """Round 1 offline with chat --from: the person's kernel as given, or None otherwise."""
+    source = state.get("start_source")
+    if not source or state["round"] != 1:
+        return None
+    rd = ctx.rundir
+    note = "No prompt: the person's own kernel (chat --from), evaluated as given (no model).\n"
+    rd.write_candidate_file(1, 1, "prompt.md", note)
+    rd.write_candidate_file(1, 1, "reply.md", "the person's kernel (--from)\n")
+    rd.write_candidate_file(1, 1, "kernel.py", source)
+    return Candidate(round=1, index=1, origin="human", idea="your kernel (--from)", source=source)
+
+
 def failed_candidate(round_no: int, index: int, idea: str, error: LLMError) -> Candidate:
     return Candidate(
         round=round_no,
@@ -352,7 +365,8 @@ def write_candidates(
     plan: Plan = state["plans"][-1]
     round_no = state["round"]
     if client is None:
-        seed = fusion_candidate(state, ctx, 1, note or "no model configured")
+        mine = person_candidate(state, ctx)
+        seed = mine or fusion_candidate(state, ctx, 1, note or "no model configured")
         return [seed] if seed else []
     with ThreadPoolExecutor(max_workers=len(plan.ideas)) as pool:
         futures = [

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import jinja2
 
 from .llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger
+from .shrink import CPU_INPUT_BYTES
 from .state import Budget
 
 if TYPE_CHECKING:
@@ -86,8 +87,8 @@ class RunConfig:
     tune: bool = True
     tune_limit: int = 6
     # Without CUDA the interpreter runs ~1 ms per program instance, so inputs are shrunk to this
-    # many bytes unless the user set --shape.
-    cpu_input_bytes: int = 256 * 1024
+    # many bytes unless the user set --shape (agents/shrink.py).
+    cpu_input_bytes: int = CPU_INPUT_BYTES
     # The fusion codegen's kernel joins round 1 as an extra candidate when an LLM codes.
     fusion_seed: bool = True
     # Where things go. The response cache is agents/llm.py's (KERNELWRIGHT_CACHE_DIR);

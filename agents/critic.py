@@ -13,6 +13,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
+from ..sandbox.results import fault_of
 from .config import RunContext, load_prompt, prompt_part
 from .llm import LLMError, Section, UsageLedger
 from .state import (
@@ -161,6 +162,9 @@ def rule_feedback(c: Candidate, profile: dict[str, Any]) -> Feedback:
     elif status == "timeout":
         problem = f"timed out ({c.rule}): {first_error_line(message)}"
         fix = "make every loop bound finite and the grid proportional to the output size"
+    elif fault_of(status, c.rule) == "evaluator":
+        problem = f"not judged: the evaluator failed ({c.rule}), not the candidate"
+        fix = "nothing in the kernel is known to be wrong: keep the approach"
     elif status == "crashed":
         problem = f"the worker crashed ({c.rule}): {first_error_line(message)}"
         fix = "an out-of-bounds access is likely: mask every load and store, use int64 offsets"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..sandbox.pyparse import parse
 from .records import best_files, read_run
+from .rundir import without_best_header
 
 # What an exported module may import: the candidate contract's allowlist (sandbox/checks.py
 # enforces it on every candidate; checked again here so an export can never need kernelwright).
@@ -65,6 +66,50 @@ def foreign_imports(source: str) -> list[str]:
     return sorted(found - STANDALONE_IMPORTS)
 
 
+# Appended to every export. The kernels compute the forward pass only; without this, backward()
+# on an output fails with "element 0 of tensors does not require grad", which names no culprit,
+# or (output mixed into a larger loss) the inputs silently get no gradient. With it, an output
+# of a call that could need a gradient (grad mode on, an input or parameter requiring one) is
+# tied to those tensors through a Function whose backward raises an error that says what to do.
+FORWARD_ONLY_GUARD = """
+
+# -- kernelwright: forward only --------------------------------------------------------------------
+import torch as _kw_torch
+
+_KW_FORWARD_ONLY = (
+    "kernelwright: this ModelNew is forward-only (exported from run {run_id}): its Triton kernels "
+    "define no backward, so no gradient can flow through it. Train with the task's reference "
+    "Model (its autograd path) and load its state_dict into ModelNew for inference, or call "
+    "ModelNew under torch.no_grad() / torch.inference_mode()."
+)
+
+
+class _KwForwardOnly(_kw_torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, run, *watched):
+        return run()
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_KW_FORWARD_ONLY)
+
+
+_KwModelNew = ModelNew
+
+
+class ModelNew(_KwModelNew):  # noqa: F811 (the kernel's ModelNew, guarded)
+    __doc__ = _KwModelNew.__doc__
+
+    def forward(self, *args, **kwargs):
+        tensors = (*args, *kwargs.values(), *self.parameters())
+        watched = [t for t in tensors if isinstance(t, _kw_torch.Tensor) and t.requires_grad]
+        run = super().forward
+        if not (watched and _kw_torch.is_grad_enabled()):
+            return run(*args, **kwargs)
+        return _KwForwardOnly.apply(lambda: run(*args, **kwargs), *watched)
+"""
+
+
 def header(run: dict, key: str, tuned: dict[str, int], summary: str) -> str:
     env = run.get("environment") or {}
     where = env.get("gpu") or "CPU (Triton interpreter: correctness only)"
@@ -79,6 +124,9 @@ def header(run: dict, key: str, tuned: dict[str, int], summary: str) -> str:
         f"Tuned launch constants: {constants}.",
         "Standalone: needs only torch and triton. Use it as the task's Model:",
         "ModelNew(*get_init_inputs())(*get_inputs()).",
+        "Forward only: its kernels define no backward; backward() through an output raises an",
+        "error saying so (the guard at the end). Train with the task's reference Model and load",
+        "its state_dict into ModelNew for inference.",
     ]
     return "".join(f"# {line}\n" for line in lines) + "\n"
 
@@ -98,7 +146,9 @@ def export_run(run_dir: Path, to: str | os.PathLike[str]) -> Exported:
             f"the winner of run {run['run_id']} imports {', '.join(extra)}: not standalone"
         )
     tuned = dict((run.get("best") or {}).get("tuned") or {})
-    text = header(run, winner.key, tuned, winner.result.summary()) + winner.source.rstrip() + "\n"
+    source = without_best_header(winner.source).rstrip() + "\n"
+    guard = FORWARD_ONLY_GUARD.replace("{run_id}", str(run["run_id"]))
+    text = header(run, winner.key, tuned, winner.result.summary()) + source + guard
     path = Path(to)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

@@ -169,6 +169,9 @@ class Nightly:
         run_dir = Path(self.config.out_dir) / run["run_id"]
         sync_run(self.store, run_dir)
         outcome.searched, outcome.run = run["run_id"], run
+        if run.get("stop_reason") == "task-error":  # the task's own reference fails
+            outcome.error = f"task error: {run.get('stop_detail', 'the reference fails')}"
+            return
         winner = best_files(run_dir)
         if winner is None:
             return

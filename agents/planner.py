@@ -94,7 +94,21 @@ def profile_of(base: Any, ctx: RunContext) -> dict[str, Any]:
 def profile(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Node: time the reference (eager, torch.compile), its roofline, and the fusion analysis."""
     ctx, started = runtime.context, time.monotonic()
-    prof = profile_of(baseline(ctx.task, ctx.eval_config, pool=ctx.pool), ctx)
+    base = baseline(ctx.task, ctx.eval_config, pool=ctx.pool)
+    prof = profile_of(base, ctx)
+    if base.task_error:  # every candidate would fail the same way: the task needs fixing
+        ctx.rundir.update_run(profile=prof)
+        ctx.rundir.event("profile", summary=profile_line(prof))
+        first = (base.message.strip().splitlines() or ["the reference failed"])[0]
+        detail = f"{first}; fix the task file (its Model, get_inputs or get_init_inputs)"
+        ctx.rundir.event("stop", round=0, reason="task-error", detail=detail)
+        return {
+            "profile": prof,
+            "round": 0,
+            "stop_reason": "task-error",
+            "stop_detail": detail,
+            **node_accounting({}, started, time.monotonic()),
+        }
     prof["fusion"] = fusion_seed(ctx)
     ctx.rundir.update_run(profile={k: v for k, v in prof.items() if k != "fusion"})
     ctx.rundir.event("profile", summary=profile_line(prof), fusion=prof["fusion"]["reason"])

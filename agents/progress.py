@@ -60,6 +60,11 @@ class RunProgress:
         if kind in ("run.start", "run.resume"):
             self.run_id = event.get("run_id", self.run_id)
             self.task_name = event.get("task_name", self.task_name)
+            # A resumed run (optimize --resume, every chat turn) starts from what its earlier
+            # rounds verified: without this its status line said "none yet" after a verified
+            # round 1.
+            self.verified = max(self.verified, int(event.get("verified") or 0))
+            self._best(event.get("best_speedup"))
         elif kind == "plan":
             self.round, self.plan = event.get("round", self.round), event.get("summary", "")
         elif kind.startswith("candidate."):
@@ -157,14 +162,15 @@ class RunProgress:
         return table
 
 
-def plain_listener(out: IO[str], prefix: str = "") -> EventListener:
-    """Progress as plain lines (a log, a pipe, CI): each step, and a status line per round."""
+def plain_listener(out: IO[str], prefix: str = "", quiet: tuple[str, ...] = ()) -> EventListener:
+    """Progress as plain lines (a log, a pipe, CI): each step, and a status line per round.
+    Events of the `quiet` kinds update the status line but print no line of their own."""
     progress, lock = RunProgress(), threading.Lock()
 
     def show(event: dict[str, Any]) -> None:
         with lock:
             progress.update(event)
-            line = format_event(event)
+            line = format_event(event) if event.get("event") not in quiet else None
             if line:
                 cached = " (verdict from the store's cache)" if event.get("cached") else ""
                 out.write(f"{prefix}{line}{cached}\n")

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..sandbox.task import Task, TaskError, load_task, shrink_overrides
+from ..sandbox.task import Task, TaskError, load_task
 from .config import RunConfig
+from .shrink import interpreter_sizes
 from .state import Candidate, RunState, Usage, best_candidate, round_summaries
 
 if TYPE_CHECKING:
@@ -180,6 +181,8 @@ def format_event(event: dict[str, Any]) -> str | None:
     if kind == "stop":
         return f"stop: {event.get('reason')} ({event.get('detail', '')})"
     if kind == "finalize":
+        if event.get("stop_reason") == "task-error":
+            return "best: none (the task's reference fails: nothing could be judged)"
         if not event.get("best"):
             if event.get("fastest"):
                 return (
@@ -260,6 +263,24 @@ def unanswered_roles(usage: Usage, models: dict[str, str]) -> dict[str, str]:
 
 
 # -- finalize -------------------------------------------------------------------------------------
+# best.py's header. A verified kernel is verified forward: its Triton kernels define no backward,
+# so backward() through its outputs fails ("element 0 of tensors does not require grad") or
+# leaves the inputs without a gradient. No run id in it: two runs that find the same kernel
+# write the same best.py.
+BEST_PY_HEADER = (
+    "# kernelwright: the verified ModelNew of this run (report.md says what it was judged at).\n"
+    "# Forward only: its Triton kernels define no backward, so backward() through its outputs\n"
+    '# fails ("element 0 of tensors does not require grad") or leaves the inputs without a\n'
+    "# gradient. Train with the task's reference Model and load its state_dict into ModelNew;\n"
+    "# `kernelwright export RUN --to FILE.py` writes a module whose backward() says so.\n\n"
+)
+
+
+def without_best_header(text: str) -> str:
+    """best.py's kernel as the candidate wrote it (BEST_PY_HEADER removed)."""
+    return text[len(BEST_PY_HEADER) :] if text.startswith(BEST_PY_HEADER) else text
+
+
 def best_block(best: Candidate | None, rel_path: str | None) -> dict[str, Any] | None:
     """run.json's best: where the winner is and what it achieved."""
     if best is None:
@@ -324,7 +345,9 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     best = best_candidate(candidates, timing_meaningful=meaningful)
     best_path = None
     if best is not None:
-        best_path = rd.relative(rd.write_text("best.py", best.final_source or ""))
+        best_path = rd.relative(
+            rd.write_text("best.py", BEST_PY_HEADER + (best.final_source or ""))
+        )
     elif (rd.path / "best.py").exists():  # never leave a stale winner from an earlier attempt
         (rd.path / "best.py").unlink()
     note = (
@@ -380,6 +403,11 @@ def verdict(run: dict[str, Any]) -> str:
     rounds = len(run.get("rounds") or [])
     n_cands = len(run.get("candidates") or [])
     head = f"{run.get('task_name')}: {rounds} round(s), {n_cands} candidate(s)."
+    if run.get("stop_reason") == "task-error":
+        return (
+            f"{run.get('task_name')}: the task's reference itself fails, so no candidate can be "
+            f"judged: {run.get('stop_detail', '')}."
+        )
     if best is None:
         body = (
             "No candidate was verified faster than the reference, so the reference stays; "
@@ -399,6 +427,9 @@ def verdict(run: dict[str, Any]) -> str:
                 f"Verified kernel: {where}, saved as best.py; times are not meaningful on this "
                 "machine (Triton interpreter, correctness only), so re-run on a GPU to measure."
             )
+    from ..report import judged_text  # the run report says the same
+
+    judged = f"Judged in {judged_text(run)}."
     usage = run.get("usage") or {}
     failed = usage.get("failed_calls", 0)
     failures = ", ".join(f"{n} {k}" for k, n in sorted((usage.get("failures") or {}).items()))
@@ -410,7 +441,7 @@ def verdict(run: dict[str, Any]) -> str:
         + f", {usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens, "
         f"${usage.get('cost_usd', 0.0):.4f}."
     )
-    parts = [head, body, stop + ".", cost]
+    parts = [head, body, judged, stop + ".", cost]
     unanswered = run.get("llm_unanswered") or {}
     if unanswered:
         models = run.get("models") or {}
@@ -507,16 +538,10 @@ def environment_info() -> dict[str, Any]:
 
 def shrunk_for_interpreter(config: RunConfig, task: Task) -> tuple[RunConfig, Task, str]:
     """Without CUDA and without --shape: smaller sizes (the interpreter costs ~1 ms a program)."""
-    if config.shapes:
-        return config, task, "no CUDA: Triton interpreter, correctness only (sizes from --shape)"
-    sizes = shrink_overrides(task, config.cpu_input_bytes)
-    changed = {k: v for k, v in sizes.items() if task.sizes.get(k) != v}
-    if not changed:
-        return config, task, "no CUDA: Triton interpreter, correctness only (task sizes kept)"
-    task = load_task(task.path, changed)
-    text = ", ".join(f"{k}={v}" for k, v in sorted(changed.items()))
-    note = f"no CUDA: Triton interpreter, correctness only; task shrunk to {text}"
-    return config.replace(shapes=changed), task, note
+    shapes, note = interpreter_sizes(task, config.shapes, config.cpu_input_bytes)
+    if config.shapes or not shapes:
+        return config, task, note
+    return config.replace(shapes=shapes), load_task(task.path, shapes), note
 
 
 def create_run(
@@ -526,10 +551,12 @@ def create_run(
     task = load_task(task_path, config.shapes)
     # Absolute, so that a store shared by several out directories knows where each run lives.
     config = config.replace(out_dir=str(Path(config.out_dir).resolve()))
-    notes = []
+    notes, given = [], dict(config.shapes)
     if not machine_has_cuda():
         config, task, note = shrunk_for_interpreter(config, task)
         notes.append(note)
+    # What the sizes are and why, for the reports: the task's own, --shape's, or the shrink's.
+    sized_by = "shape" if given else ("shrink" if task.overrides else "task")
     rundir = RunDir(Path(config.out_dir) / new_run_id(task.name), listeners)
     rundir.path.mkdir(parents=True)
     rundir.copy_task(task.path)
@@ -539,6 +566,8 @@ def create_run(
         task_name=task.name,
         task_hash=task.hash,
         sizes=task.sizes,
+        task_sizes=task.constants,
+        sized_by=sized_by,
         created=now_iso(),
         status="running",
         owner=run_owner(),
@@ -573,5 +602,15 @@ def open_run(
     task = load_task(task_path, config.shapes)
     if task.hash != run["task_hash"]:
         raise TaskError(f"run {run_id}: its task.py no longer matches the hash in run.json")
-    rundir.event("run.resume", run_id=run_id)
+    from .records import run_candidates  # records reads run directories: it imports this
+
+    verified = [c.result for c in run_candidates(rundir.path) if c.result.ok]
+    speedups = [r.speedup_eager for r in verified if r.speedup_eager is not None]
+    rundir.event(
+        "run.resume",
+        run_id=run_id,
+        task_name=run.get("task_name", ""),
+        verified=len(verified),
+        best_speedup=max(speedups, default=None),
+    )
     return rundir, config, task

@@ -22,6 +22,7 @@ StopReason = Literal[
     "exhausted",  # the offline (deterministic) coder has nothing new to try
     "critic",  # the critic judged further rounds pointless
     "user",  # chat mode: the person ended it
+    "task-error",  # the task's reference fails at its own shape: nothing can be judged
 ]
 
 # A candidate's status: the evaluator's EvalResult.status, or why it never reached the evaluator.
@@ -258,6 +259,9 @@ class RunState(TypedDict, total=False):
     """Seconds spent in nodes, summed (the time budget's clock; a resume gap does not count)."""
     instruction: str
     """Chat mode: what the person asked for; the next plan and code follow it."""
+    start_source: str
+    """Chat mode: the person's own kernel (--from). Offline, round 1 evaluates it as given (no
+    model could revise it); with a model, the instruction carries it to the coder instead."""
     stop_reason: StopReason | None
     """Set by the critic (or the human node) when the run stops."""
     stop_detail: str

@@ -116,11 +116,26 @@ def _speed(c: Any) -> float:
 
 def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     """The task's suite row: its fastest verified candidate (KernelBench counts a correct kernel
-    even when it is slower), else its last verdict, else why nothing was evaluated."""
+    even when it is slower), else its last verdict, else why nothing was evaluated.
+
+    Only the candidates' own verdicts count as theirs (EvalResult.fault): an evaluator error
+    (kernelwright's fault) is counted in `evaluator_errors`, apart from the candidates' failures,
+    and a task whose reference fails is a `task-error` row, not "no candidate".
+    """
     cands = run_candidates(run_dir)
-    verified = [c for c in cands if c.result.ok]
-    pick = max(verified, key=_speed) if verified else (cands[-1] if cands else None)
-    if pick is None:
+    faults = [c.result.fault for c in cands]
+    judged = [c for c in cands if c.result.fault == "candidate"]
+    verified = [c for c in judged if c.result.ok]
+    pick = max(verified, key=_speed) if verified else (judged[-1] if judged else None)
+    internal = [c for c in cands if c.result.fault == "evaluator"]
+    if run.get("stop_reason") == "task-error" or "task" in faults:
+        row = {"task": label, "status": "task-error", "correct": False}
+        task_failure = next((c.result.message for c in cands if c.result.fault == "task"), "")
+        row["note"] = run.get("stop_detail") or task_failure
+    elif pick is None and internal:
+        row = {"task": label, "status": "evaluator-error", "correct": False}
+        row["note"] = internal[-1].result.message
+    elif pick is None:
         row = {"task": label, "status": run.get("stop_reason") or "no-candidate", "correct": False}
         row["note"] = run.get("stop_detail")  # e.g. "no offline candidate: nothing to fuse..."
     else:
@@ -133,6 +148,7 @@ def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
                 row["note"] = pick.result.notes[0]
         else:
             row["note"] = pick.result.message
+    row["evaluator_errors"] = len(internal)
     row["run_id"] = run.get("run_id")
     return row
 
@@ -322,7 +338,7 @@ def _pct(value: float | None) -> str:
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """KernelBench's metrics, a line each."""
+    """KernelBench's metrics, a line each, then what was nobody's candidate's doing."""
     lines = [
         f"tasks: {summary['tasks']}, correct: {summary['correct']} "
         f"(correctness rate {_pct(summary['correctness_rate'])})"
@@ -343,12 +359,35 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             "no timings here (Triton interpreter): fast_p above 0 and speedups need a CUDA GPU"
         )
+    if summary.get("evaluator_errors"):
+        lines.append(
+            f"evaluator errors: {summary['evaluator_errors']} in "
+            f"{summary['tasks_with_evaluator_errors']} task(s): kernelwright failed, not the "
+            "candidates (counted apart from candidate failures)"
+        )
+    if summary.get("task_errors"):
+        lines.append(
+            f"task errors: {summary['task_errors']} task(s) whose reference itself fails "
+            "(see their notes)"
+        )
     return lines
 
 
 def table_lines(outcomes: Sequence[TaskOutcome]) -> list[str]:
-    """The per-task table: status, correctness, speedups, roofline, the run that produced it."""
-    rows = [("task", "status", "correct", "vs eager", "vs compile", "roofline", "bound", "run")]
+    """The per-task table: status, correctness, speedups, roofline, evaluator errors, the run."""
+    rows = [
+        (
+            "task",
+            "status",
+            "correct",
+            "vs eager",
+            "vs compile",
+            "roofline",
+            "bound",
+            "eval errors",
+            "run",
+        )
+    ]
     for o in outcomes:
         r = o.row
         rows.append(
@@ -360,6 +399,7 @@ def table_lines(outcomes: Sequence[TaskOutcome]) -> list[str]:
                 _x(r.get("speedup_compiled")),
                 _pct(r.get("roofline_fraction")),
                 r.get("limiter") or "-",
+                str(r.get("evaluator_errors") or 0),
                 o.run_id or "-",
             )
         )

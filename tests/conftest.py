@@ -16,8 +16,9 @@ if not _HAS_CUDA:
 
 import pytest
 
-# The scripted OpenAI-compatible server every agent test talks to (tests/fake_openai.py).
-pytest_plugins = ["fake_openai"]
+# The scripted OpenAI-compatible server every agent test talks to (tests/fake_openai.py), and the
+# skips summed up by reason at the end (tests/quiet_summary.py).
+pytest_plugins = ["fake_openai", "quiet_summary"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,6 +11,7 @@ import torch
 from fake_openai import reply
 from test_cli_support import EXAMPLES, TASKS, kw
 
+from kernelwright.agents.rundir import BEST_PY_HEADER
 from kernelwright.store import Store
 
 pytest_plugins = ["fake_openai"]
@@ -116,5 +117,53 @@ def test_offline_chat_benches_and_saves_the_current_kernel(tmp_path, monkeypatch
     assert code_ == 0, out + err
     run = only_run(runs)
     assert "round_01/cand_1:\ngelu: OK" in out and "times: not meaningful" in out
-    assert saved.read_text() == (run["dir"] / "best.py").read_text()
+    assert (run["dir"] / "best.py").read_text() == BEST_PY_HEADER + saved.read_text()
     assert run["status"] == "done" and run["stop_reason"] == "user"
+
+
+def test_the_best_so_far_line_counts_earlier_rounds(tmp_path, fake_openai):
+    """Each turn resumes the run: its status line said "best so far: none yet" after round 1
+    had verified a kernel."""
+    wrong = GOOD.replace("0.044715", "0.07")
+    script(fake_openai, GOOD, wrong)
+    args = ["chat", GELU, "--out", tmp_path / "runs", "--db", tmp_path / "k.db", *CHEAP]
+    code_, out, err = kw(*args, stdin="try another formula\n/quit\n")
+    assert code_ == 0, out + err
+    assert "round 1: 1 ok | best so far: 1 verified (no timings here)" in out
+    assert "round 2: 1 incorrect | best so far: 1 verified (no timings here)" in out
+    assert "none yet" not in out
+
+
+def _offline(monkeypatch) -> None:
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELWRIGHT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_offline_a_request_in_words_is_answered_with_what_works_offline(tmp_path, monkeypatch):
+    _offline(monkeypatch)
+    runs = tmp_path / "runs"
+    args = ["chat", GELU, "--model", "offline", "--out", runs, "--db", tmp_path / "k.db"]
+    code_, out, err = kw(*args, *CHEAP, stdin="use 512-wide blocks\n/quit\n")
+    assert code_ == 0, out + err
+    assert "No model is configured, so a request in words cannot be acted on" in out
+    for offer in ("/bench", "# tune:", "--from", "kernelwright eval TASK PATH", "OPENAI_API_KEY"):
+        assert offer in out
+    # No round ran for the request: the offline coder would only have repeated round 1, and the
+    # rules' critic blamed the person for it.
+    run = only_run(runs)
+    assert not (run["dir"] / "round_02").exists()
+    assert "change the approach" not in out and "duplicate" not in out
+
+
+def test_offline_from_judges_the_persons_kernel_in_round_one(tmp_path, monkeypatch):
+    _offline(monkeypatch)
+    runs, mine = tmp_path / "runs", tmp_path / "mine.py"
+    mine.write_text(MINE)
+    args = ["chat", GELU, "--model", "offline", "--from", mine, "--out", runs]
+    code_, out, err = kw(*args, "--db", tmp_path / "k.db", *CHEAP, stdin="/diff\n/quit\n")
+    assert code_ == 0, out + err
+    run = only_run(runs)
+    assert (run["dir"] / "round_01" / "cand_1" / "kernel.py").read_text() == MINE
+    assert run["candidates"][0]["origin"] == "human" and run["best"]["candidate"] == 1
+    assert "current kernel: round_01/cand_1 (ok" in out  # its verdict, not the unjudged file
+    assert (run["dir"] / "best.py").read_text().endswith(MINE.rstrip() + "\n")

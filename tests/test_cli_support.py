@@ -64,6 +64,19 @@ model, new = task.Model(*init), exported.ModelNew(*init)
 new.load_state_dict(model.state_dict())
 inputs = task.get_inputs()
 torch.testing.assert_close(new(*inputs), model(*inputs), atol=1e-4, rtol=1e-4)
+# Forward only: backward() says so and points to the reference, instead of autograd's
+# "element 0 of tensors does not require grad".
+wanting = [t.clone().requires_grad_() if t.is_floating_point() else t for t in inputs]
+out = new(*wanting)
+out = out[0] if isinstance(out, (tuple, list)) else out
+try:
+    out.sum().backward()
+except RuntimeError as e:
+    assert "forward-only" in str(e) and "reference Model" in str(e), e
+else:
+    raise AssertionError("backward() through the exported kernel did not fail")
+with torch.no_grad():
+    torch.testing.assert_close(new(*wanting), model(*inputs), atol=1e-4, rtol=1e-4)
 assert not [m for m in sys.modules if m.startswith("kernelwright")]
 print("standalone ok")
 """

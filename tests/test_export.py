@@ -17,7 +17,7 @@ GOOD = (EXAMPLES / "gelu.py").read_text()
 TUNED = GOOD.replace("BLOCK_SIZE = 1024  #", "BLOCK_SIZE = 512  #")
 
 
-def make_run(out: Path, run_id: str, *, best: bool) -> Path:
+def make_run(out: Path, run_id: str, *, best: bool, header: str = "") -> Path:
     """A finished run directory as the agents write it: one candidate, tuned by the sweep."""
     run_dir = out / run_id
     cand = run_dir / "round_01" / "cand_1"
@@ -29,7 +29,7 @@ def make_run(out: Path, run_id: str, *, best: bool) -> Path:
     (cand / "tuned_result.json").write_text(ok.to_json())
     block = {"round": 1, "candidate": 1, "path": "best.py", "tuned": {"BLOCK_SIZE": 512}}
     if best:
-        (run_dir / "best.py").write_text(TUNED)
+        (run_dir / "best.py").write_text(header + TUNED)
     run = {
         "run_id": run_id,
         "task_name": "gelu",
@@ -54,7 +54,11 @@ def test_export_writes_the_tuned_winner_as_a_standalone_module(tmp_path):
     text = target.read_text()
     assert text.startswith("# Exported by kernelwright from run gelu-1 (round_01/cand_1)")
     assert "Tuned launch constants: BLOCK_SIZE=512." in text
-    assert text.endswith(TUNED.rstrip() + "\n") and "BLOCK_SIZE = 512  # tune:" in text
+    assert TUNED.rstrip() + "\n" in text and "BLOCK_SIZE = 512  # tune:" in text
+    assert "# Forward only: its kernels define no backward; backward() through an output" in text
+    assert text.rstrip().endswith(
+        "return _KwForwardOnly.apply(lambda: run(*args, **kwargs), *watched)"
+    )
     check_standalone(target, TASKS / "gelu.py", {"batch_size": 4, "dim": 300}, tmp_path)
 
 
@@ -62,7 +66,7 @@ def test_export_accepts_a_run_directory_path(tmp_path):
     run_dir = make_run(tmp_path / "elsewhere", "gelu-2", best=True)
     code, _, err = kw("export", run_dir, "--to", tmp_path / "k.py")
     assert code == 0, err
-    assert (tmp_path / "k.py").read_text().endswith(TUNED.rstrip() + "\n")
+    assert TUNED.rstrip() + "\n" in (tmp_path / "k.py").read_text()
 
 
 def test_run_without_a_verified_winner_says_so_and_exits_1(tmp_path):
@@ -87,3 +91,16 @@ def test_run_without_a_verified_winner_says_so_and_exits_1(tmp_path):
 )
 def test_foreign_imports(source, foreign):
     assert foreign_imports(source) == foreign
+
+
+def test_best_py_and_the_export_say_forward_only_once(tmp_path):
+    from kernelwright.agents.rundir import BEST_PY_HEADER
+
+    assert "Forward only" in BEST_PY_HEADER and "reference Model" in BEST_PY_HEADER
+    make_run(tmp_path / "runs", "gelu-4", best=True, header=BEST_PY_HEADER)
+    target = tmp_path / "k.py"
+    code, _, err = kw("export", "gelu-4", "--out", tmp_path / "runs", "--to", target)
+    assert code == 0, err
+    text = target.read_text()
+    assert BEST_PY_HEADER not in text and text.count("Forward only") == 1
+    assert "# Exported by kernelwright" in text.split(TUNED.rstrip())[0]

@@ -14,6 +14,7 @@ from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
 
 from kernelwright import graph
 from kernelwright.agents.config import RunConfig
+from kernelwright.agents.rundir import BEST_PY_HEADER
 from kernelwright.agents.state import Candidate
 
 pytest_plugins = ["fake_openai"]
@@ -38,7 +39,8 @@ SHAPE = """\
 	critic -.-> finalize;
 	critic -.-> planner;
 	planner --> coder;
-	profile --> planner;
+	profile -.-> finalize;
+	profile -.-> planner;
 	tester --> critic;
 	finalize --> __end__;"""
 CHAT_SHAPE = """\
@@ -59,7 +61,8 @@ CHAT_SHAPE = """\
 	human -.-> finalize;
 	human -.-> planner;
 	planner --> coder;
-	profile --> planner;
+	profile -.-> finalize;
+	profile -.-> planner;
 	tester --> critic;
 	finalize --> __end__;"""
 
@@ -107,7 +110,8 @@ def test_chat_mode_waits_for_the_person_and_resumes(tmp_path, fake_openai) -> No
         assert 'asks: "use 2048-wide blocks"' in planner_asks[-1][1]["content"]
         out = app.invoke(Command(resume="/quit"), thread, context=ctx)
     assert out["stop_reason"] == "user" and "__interrupt__" not in out
-    assert (ctx.rundir.path / "best.py").read_text() == GELU.strip() + "\n"
+    # best.py says it is forward-only before the kernel (rundir.BEST_PY_HEADER).
+    assert (ctx.rundir.path / "best.py").read_text() == BEST_PY_HEADER + GELU.strip() + "\n"
     assert len(pool.calls) == 1  # round 2 wrote the same file: recognised, not re-evaluated
 
 

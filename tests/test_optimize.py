@@ -19,6 +19,7 @@ from fake_openai import reply, stall
 from test_agents_support import EXAMPLES, TASKS
 
 from kernelwright import cli
+from kernelwright.agents.rundir import BEST_PY_HEADER
 
 pytest_plugins = ["fake_openai"]
 # These runs assert the interpreter's semantics (correctness only, first verified = best);
@@ -80,7 +81,7 @@ def test_compile_error_then_wrong_then_correct_then_patience(tmp_path, fake_open
     (followup,) = events(run["dir"], "coder.followup")
     assert followup["round"] == 1 and followup["rule"] == "syntax"
     assert run["stop_reason"] == "patience" and run["status"] == "done"
-    assert (run["dir"] / "best.py").read_text() == GOOD.strip() + "\n"
+    assert (run["dir"] / "best.py").read_text() == BEST_PY_HEADER + GOOD.strip() + "\n"
     assert run["best"]["round"] == 3 and run["timing_meaningful"] is False
     # The critic's LLM verdicts were used; the coder saw round 2's feedback in round 3.
     assert json.loads((run["dir"] / "round_02" / "critique.json").read_text())["source"] == "llm"
@@ -224,7 +225,9 @@ def test_offline_run_end_to_end(tmp_path, monkeypatch):
     monkeypatch.delenv("KERNELWRIGHT_MODEL", raising=False)
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path / "cache"))
     assert cli.main(["optimize", str(TASKS / "softmax.py"), "--out", str(tmp_path / "runs")]) == 0
-    (run_dir,) = (tmp_path / "runs").iterdir()
+    # The runs directory holds the run and, since no --db was given, its own store.
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert (tmp_path / "runs" / "kernelwright.db").is_file()
     run = json.loads((run_dir / "run.json").read_text())
     assert run["models"] == {"planner": "offline", "coder": "offline", "critic": "offline"}
     assert run["usage"]["calls"] == 0 and run["status"] == "done"

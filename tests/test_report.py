@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -375,10 +376,93 @@ def test_run_json_fields_the_agents_write_are_honoured(tmp_path):
     ]
     assert data["timing_note"].endswith("(no CUDA: task shrunk to N=64)")
     assert "speed is unknown" in data["verdict"]
-    assert data["verdict"].endswith("Stopped: patience (no gain for 2 rounds).")
+    assert data["verdict"].endswith(
+        "Stopped: patience (no gain for 2 rounds). Judged in fp32, precision strict."
+    )
     md = write_run_report(run_dir)["markdown"].read_text()
     assert "| Environment | cpu, torch 2.13.0, triton 3.7.0, Triton interpreter |" in md
     assert "| 1 | 1 | two passes | duplicate | – | – | – | the same file as round_01/cand_0 |" in md
+
+
+def test_a_duplicate_shows_the_candidate_it_repeats_with_its_verdict(tmp_path):
+    """A duplicate has its kernel.py but no result.json: it read as "pending (not evaluated
+    yet)" in a finished run. It is the earlier candidate again, with that one's verdict."""
+    rows = [
+        {"round": 1, "candidate": 0, "status": "ok"},
+        {"round": 2, "candidate": 0, "status": "duplicate", "duplicate_of": "round_01/cand_0",
+         "summary": "same source as round_01/cand_0 (ok)"},
+    ]  # fmt: skip
+    run_dir = write_run_dir(
+        tmp_path, [[ok_result(1.4, 0.9, 0.3)], [None]], best=BEST, extra={"candidates": rows}
+    )
+    (_, dup) = run_report_data(run_dir)["candidates"]
+    assert dup["status"] == "duplicate" and dup["duplicate_of"] == "round_01/cand_0"
+    assert dup["summary"] == (
+        "duplicate of round_01/cand_0 (the same source; not evaluated again): "
+        "ok, 1.40x vs eager, 0.90x vs torch.compile, 30% of roofline"
+    )
+    files = write_run_report(run_dir)
+    md, page = files["markdown"].read_text(), files["html"].read_text()
+    assert "pending" not in md and "not evaluated yet" not in md
+    assert "| 2 | 0 | – | duplicate | – | – | – | duplicate of round_01/cand_0 " in md
+    assert "1 duplicate" in md and '<span class="badge pending">duplicate</span>' in page
+    # A run killed before its finalize has no candidates in run.json: the events still say.
+    (run_dir / "run.json").write_text(
+        json.dumps({**json.loads((run_dir / "run.json").read_text()), "candidates": []})
+    )
+    skipped = {"event": "candidate.skipped", "round": 2, "index": 0, "status": "duplicate",
+               "summary": "same source as round_01/cand_0 (ok)"}  # fmt: skip
+    with open(run_dir / "events.jsonl", "a") as f:
+        f.write(json.dumps(skipped) + "\n")
+    (_, dup) = run_report_data(run_dir)["candidates"]
+    assert dup["status"] == "duplicate"
+    assert dup["summary"].endswith("1.40x vs eager, 0.90x vs torch.compile, 30% of roofline")
+
+
+def test_reports_say_the_dtype_precision_and_sizes_that_ran(tmp_path):
+    """A bf16 run read exactly like an fp32 one: dtype, precision policy and the sizes used (the
+    CPU shrink included) are in the verdict and the facts of report.md and report.html."""
+    from kernelwright.agents.rundir import verdict
+    from kernelwright.sandbox.results import Correctness
+
+    checked = Correctness(trials=1, shapes=({"N": 64}, {"N": 55}))
+    result = dataclasses.replace(ok_result(1.0, 1.0, 0.0, env=CPU), correctness=checked)
+    extra = {
+        "config": {"dtype": "bf16", "precision": "tf32-ok", "shapes": {"N": 64}},
+        "sizes": {"N": 64},
+        "task_sizes": {"N": 4096},
+        "sized_by": "shrink",
+    }
+    best = {"round": 1, "candidate": 0, "path": "best.py", "speedup_eager": None}
+    run_dir = write_run_dir(tmp_path, [[result]], env=CPU, extra=extra, best=best)
+    said = (
+        "bf16, precision tf32-ok, at N=64: shrunk for the Triton interpreter (no CUDA) from the "
+        "task's N=4096; also checked at N=55"
+    )
+    data = run_report_data(run_dir)
+    assert data["judged"] == said and data["verdict"].endswith(f"Judged in {said}.")
+    files = write_run_report(run_dir)
+    assert f"| Judged | {said} |" in files["markdown"].read_text()
+    assert html.escape(said) in files["html"].read_text()
+    run = json.loads((run_dir / "run.json").read_text())
+    assert "Judged in bf16, precision tf32-ok, at N=64: shrunk for the Triton" in verdict(run)
+    # --shape sizes and the task's own sizes are told apart from the shrink.
+    shaped = {**run, "sized_by": "shape"}
+    assert "at N=64 (set with --shape; the task's own: N=4096)" in verdict(shaped)
+    own = {**run, "sizes": {"N": 4096}, "sized_by": "task", "config": {"dtype": "fp32"}}
+    assert "Judged in fp32, precision strict, at N=4096 (the task's own sizes)." in verdict(own)
+
+
+def test_evaluator_errors_are_counted_apart_from_the_candidates(tmp_path):
+    internal = failed("crashed", "worker-start", "the evaluator's worker process died")
+    run_dir = write_run_dir(tmp_path, [[failed("incorrect", "mismatch"), internal]])
+    data = run_report_data(run_dir)
+    assert [v["fault"] for v in data["candidates"]] == ["candidate", "evaluator"]
+    assert data["evaluator_errors"] == 1
+    assert (
+        "1 evaluator error (kernelwright's fault, not the candidate's: it was not judged)"
+        in (data["verdict"])
+    )
 
 
 def test_run_without_a_verified_kernel_keeps_the_reference(tmp_path):
@@ -390,7 +474,8 @@ def test_run_without_a_verified_kernel_keeps_the_reference(tmp_path):
     assert data["candidates"][1]["status"] == "pending"  # no result.json yet
     assert data["verdict"] == (
         "No candidate passed verification: 3 candidates over 2 rounds (1 timeout, 1 crashed, "
-        "1 pending). Keep the PyTorch reference. Stopped: patience."
+        "1 pending). Keep the PyTorch reference. Stopped: patience. Judged in fp32, precision "
+        "strict."
     )
     write_run_report(run_dir)  # and the files still get written
 
@@ -524,13 +609,28 @@ def test_suite_report_by_level_with_bound_tuned_and_notes(tmp_path):
     assert suite_summary(SUITE)["levels"] == {}  # plain task names: no levels
     md = write_suite_report(rows, tmp_path)["markdown"].read_text()
     assert "| By level: level1 | 2 tasks, 2 correct, geomean 1.00x vs eager, 0.50x vs " in md
-    assert "| level1/01_relu | ok | yes | 2.00x | 1.00x | 90% | memory | yes |  |" in md
-    assert "| level1/02_gemm | ok | yes | 0.50x | 0.25x | 10% | compute | no |  |" in md
+    assert "| level1/01_relu | ok | yes | 2.00x | 1.00x | 90% | memory | yes | 0 |  |" in md
+    assert "| level1/02_gemm | ok | yes | 0.50x | 0.25x | 10% | compute | no | 0 |  |" in md
     # A no-candidate row says why, on one line.
     assert (
-        "| level2/01_sort | no-candidate | no | – | – | – | – | – | no offline candidate: "
+        "| level2/01_sort | no-candidate | no | – | – | – | – | – | 0 | no offline candidate: "
         "nothing to fuse: forward is only sort |"
     ) in md
+
+
+def test_suite_report_counts_evaluator_and_task_errors_apart(tmp_path):
+    rows = [
+        {"task": "a", "status": "incorrect", "correct": False, "evaluator_errors": 2},
+        {"task": "b", "status": "task-error", "correct": False, "note": "the reference fails"},
+        {"task": "c", "correct": True, "speedup_eager": 2.0, "speedup_compiled": 1.0},
+    ]
+    s = suite_summary(rows)
+    assert (s["evaluator_errors"], s["tasks_with_evaluator_errors"], s["task_errors"]) == (2, 1, 1)
+    md = write_suite_report(rows, tmp_path)["markdown"].read_text()
+    assert "| Evaluator errors (kernelwright's, not the candidates') | 2 in 1 task(s) |" in md
+    assert "| Task errors (the reference itself fails) | 1 |" in md
+    assert "| a | incorrect | no | – | – | – | – | – | 2 |" in md
+    assert "| b | task-error | no |" in md
 
 
 # -- nightly reports ------------------------------------------------------------------------------

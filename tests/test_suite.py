@@ -335,6 +335,7 @@ def test_a_task_without_candidate_says_why_and_levels_are_summed_apart(tmp_path)
         "status": "no-candidate",
         "correct": False,
         "note": "nothing to fuse: sort",
+        "evaluator_errors": 0,
         "run_id": "r",
     }
     ok = {"correct": True, "speedup_eager": 2.0, "speedup_compiled": 1.0}
