@@ -144,7 +144,7 @@ def _eval_config(args: argparse.Namespace):
     from .sandbox.config import EvalConfig
 
     fields = {"dtype": args.dtype, "shapes": dict(args.shape)}
-    for name in ("trials", "precision", "timeout_s"):
+    for name in ("trials", "precision", "timeout_s", "max_memory_gb"):
         if getattr(args, name, None) is not None:
             fields[name] = getattr(args, name)
     if getattr(args, "no_compile", False):
@@ -228,6 +228,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         overrides = result.shape_overrides or {**task.overrides, **config.shapes}
         ran = _ran_at(task, result.dtype, overrides, config.precision)
         print(_with_ran_at(format_result(result, task_name=task.name), ran))
+    if result.environment.sandbox_note:
+        print(f"kernelwright: {result.environment.sandbox_note}", file=sys.stderr)
     if result.fault == "task":
         raise UserError(f"task error: {_first_line(result.message)}; fix the task file")
     if result.fault == "evaluator":
@@ -293,6 +295,7 @@ def _search_flags(args: argparse.Namespace) -> dict:
             "trials",
             "workers",
             "db",
+            "max_memory_gb",
         )
     }
     flags |= {
@@ -746,6 +749,15 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
     )
     p.add_argument("--precision", choices=["strict", "tf32-ok"], default=None)
     p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")
+    p.add_argument(
+        "--max-memory",
+        dest="max_memory_gb",
+        type=_number(0.0, low_open=True),
+        default=None,
+        metavar="GB",
+        help="device memory a candidate may peak at (default: max(4x the reference's peak, "
+        "the reference's peak + 1 GiB))",
+    )
     p.add_argument("--workers", type=_COUNT, help="evaluator worker processes")
     p.add_argument("--no-tune", action="store_true", help="skip the `# tune:` constant sweep")
     p.add_argument(
@@ -819,6 +831,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=_number(0.0, low_open=True),
         default=None,
         help="wall-clock seconds for the candidate (default 180)",
+    )
+    p.add_argument(
+        "--max-memory",
+        dest="max_memory_gb",
+        type=_number(0.0, low_open=True),
+        default=None,
+        metavar="GB",
+        help="device memory a candidate may peak at (default: max(4x the reference's peak, "
+        "the reference's peak + 1 GiB))",
     )
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     p.add_argument("--cuda-graphs", action="store_true", help="time CUDA-graph replays")

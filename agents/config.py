@@ -77,6 +77,8 @@ class RunConfig:
     precision: Literal["strict", "tf32-ok"] = "strict"
     trials: int | None = None  # correctness trials per candidate (None: EvalConfig's default)
     eval_timeout_s: float | None = None  # per candidate (None: EvalConfig's default)
+    # Device memory a candidate may peak at, GB (None: max(4x the reference's, + 1 GiB)).
+    max_memory_gb: float | None = None
     workers: int | None = None  # evaluator processes (None: the pool's choice)
     # GPUs the evaluator may use ("cuda:0", ...; empty: all). Set per job by `suite --jobs` so
     # concurrent tasks never time on the same GPU; belongs to the invocation, not to the run
@@ -147,7 +149,7 @@ MINIMUMS: dict[str, float] = {
     "margin": 0.0,
 }
 # Knobs that must be above zero (a zero budget would stop before the first round).
-POSITIVE = ("budget_usd", "time_budget_s", "eval_timeout_s", "roofline_target")
+POSITIVE = ("budget_usd", "time_budget_s", "eval_timeout_s", "roofline_target", "max_memory_gb")
 
 
 def value_problem(name: str, value: Any) -> str | None:
@@ -168,6 +170,7 @@ def value_problem(name: str, value: Any) -> str | None:
 def flag_name(field_name: str) -> str:
     """The command-line flag of a field: --time-budget for time_budget_s."""
     name = field_name.removesuffix("_s") if field_name.endswith("budget_s") else field_name
+    name = name.removesuffix("_gb")  # --max-memory for max_memory_gb
     return "--" + name.replace("_", "-")
 
 
@@ -359,6 +362,8 @@ def eval_config_for(config: RunConfig) -> EvalConfig:
         fields["trials"] = config.trials
     if config.eval_timeout_s is not None:
         fields["timeout_s"] = config.eval_timeout_s
+    if config.max_memory_gb is not None:
+        fields["max_memory_gb"] = config.max_memory_gb
     return EvalConfig(**fields)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .results import Baseline, EvalResult, Roofline, Timing, Timings
+from .results import Baseline, EvalResult, Memory, Roofline, Timing, Timings
 
 
 def format_result(result: EvalResult, task_name: str = "") -> str:
@@ -51,13 +51,36 @@ def format_result(result: EvalResult, task_name: str = "") -> str:
         if k.num_warps is not None:
             stats.append(f"{k.num_warps} warps, {k.num_stages} stages")
         lines.append(f"  kernel {k.name}: " + ", ".join(stats))
+    if result.memory is not None:
+        lines.append("  " + _memory_line(result.memory))
     lines += [f"  note: {n}" for n in result.notes]
     env = result.environment
+    if env.isolation:
+        lines.append(f"  isolation: {', '.join(env.isolation)}")
     lines.append(
         f"  environment: {env.gpu or env.device}, torch {env.torch}, triton "
         f"{env.triton}" + (" (Triton interpreter)" if env.interpreter else "")
     )
     return "\n".join(lines)
+
+
+def _memory_line(m: Memory) -> str:
+    """Peaks of the candidate and the reference beside the task's footprint, in GiB."""
+    if m.candidate_peak_bytes is None and m.reference_peak_bytes is None:
+        return f"memory: footprint {_gib(m.footprint_bytes)}" + (f" ({m.note})" if m.note else "")
+    text = (
+        f"memory: candidate peak {_gib(m.candidate_peak_bytes)}, reference peak "
+        f"{_gib(m.reference_peak_bytes)}, footprint {_gib(m.footprint_bytes)}"
+    )
+    if m.limit_bytes is not None:
+        text += f", limit {_gib(m.limit_bytes)}"
+    if m.judge_peak_bytes is not None:
+        text += f"; judge peak {_gib(m.judge_peak_bytes)}"
+    return text
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / 2**30:.2f} GiB"
 
 
 def format_baseline(b: Baseline, task_name: str = "") -> str:

@@ -287,3 +287,25 @@ def test_store_path_defaults_inside_the_runs_directory(monkeypatch, tmp_path):
     assert default_db_path(tmp_path / "other") != default_db_path(tmp_path / "runs")
     monkeypatch.setenv("KERNELWRIGHT_DB", str(tmp_path / "elsewhere.db"))
     assert default_db_path(tmp_path / "runs") == str(tmp_path / "elsewhere.db")
+
+
+def test_max_memory_reaches_the_evaluator_and_refuses_nonsense(no_llm_env, monkeypatch):
+    from kernelwright.agents.config import eval_config_for, resolve_config
+
+    seen = {}
+
+    class Judged(Exception):
+        pass
+
+    def evaluate(task, source, config):
+        seen["config"] = config
+        raise Judged
+
+    monkeypatch.setattr("kernelwright.sandbox.evaluate", evaluate)
+    with pytest.raises(Judged):
+        cli.main(["eval", GELU, GELU, "--max-memory", "12.5"])
+    assert seen["config"].max_memory_gb == 12.5
+    code, out, err = kw("eval", GELU, GELU, "--max-memory", "-1")
+    assert code == 2 and "--max-memory: must be above 0" in err
+    config, _ = resolve_config({"max_memory_gb": 3.0}, {})
+    assert eval_config_for(config).max_memory_gb == 3.0
