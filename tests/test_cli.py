@@ -305,7 +305,7 @@ def test_max_memory_reaches_the_evaluator_and_refuses_nonsense(no_llm_env, monke
     with pytest.raises(Judged):
         cli.main(["eval", GELU, GELU, "--max-memory", "12.5"])
     assert seen["config"].max_memory_gb == 12.5
-    code, out, err = kw("eval", GELU, GELU, "--max-memory", "-1")
+    code, _, err = kw("eval", GELU, GELU, "--max-memory", "-1")
     assert code == 2 and "--max-memory: must be above 0" in err
     config, _ = resolve_config({"max_memory_gb": 3.0}, {})
     assert eval_config_for(config).max_memory_gb == 3.0
