@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The GPU checks of the separated evaluator (issue 12), as one device call runs them on the H200.
+#
+# Here, once, in the project root (the GPU image lacks these; pyseccomp is pure Python and
+# libseccomp2 is in the image's Ubuntu; bubblewrap travels as a .deb):
+#   bash ../shared/device/wheels.sh pyseccomp
+#   mkdir -p .deb && (cd .deb && apt-get download bubblewrap)
+#   grep -qxF '/.deb/' .git/info/exclude || echo '/.deb/' >> .git/info/exclude
+# Then the device call carries [".whl", ".deb", "shared"] (shared/kernelbench copied into the
+# checkout's ignored shared/ for the suite step) and runs:
+#   bash benchmarks/device_run.sh [STEP ...]
+# with STEP among: gpu (pytest -m gpu), zoo, harness, memory, suite1 (KernelBench level 1, full
+# size). Everything it prints also lands in $OUT/device_run.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+ln -sfn "$PWD" /tmp/site/kernelwright
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+if ! command -v bwrap >/dev/null 2>&1 && ls .deb/bubblewrap*.deb >/dev/null 2>&1; then
+    dpkg -x .deb/bubblewrap*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
+fi
+log=${OUT:-/tmp}/device_run.log
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(gpu zoo harness)
+{
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
+    python3 -c 'from kernelwright.sandbox import bwrap; print(bwrap.probe())'
+    for step in "${steps[@]}"; do
+        echo "== $step $(date -u +%H:%M:%S)"
+        case $step in
+            gpu) python3 -m pytest -q -p no:cacheprovider -m gpu ;;
+            zoo) python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py tests/test_remote.py ;;
+            harness) python3 benchmarks/harness_bench.py --results "${OUT:-/tmp}/RESULTS-harness.md" ;;
+            memory)
+                # The largest level-1 tasks by bytes moved (the judge's bound is checked there).
+                python3 benchmarks/memory_bench.py shared/kernelbench/level1/*.py \
+                    --results "${OUT:-/tmp}/RESULTS-memory.md" ;;
+            suite1)
+                python3 -m kernelwright.cli suite shared/kernelbench/level1 --model offline \
+                    --out "${OUT:-/tmp}/suite1" --stop-after 8m ;;
+            *) echo "unknown step $step" ;;
+        esac
+    done
+} 2>&1 | tee "$log"
