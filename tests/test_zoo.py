@@ -140,6 +140,11 @@ CASES = [
     runtime("lazy_tensor_methods", "rejected", "clock", config=HOST_CLOCK),
     runtime("proc_secrets", "runtime_error", None),
     runtime("sigalrm_leftover", "ok", None),
+    runtime("patch_reference_ops", ("incorrect", "rejected"), ("mismatch", "monkeypatch")),
+    # The decoy storage fools no one: the harness sees the output is the input (alias), and the
+    # judge's own pristine copy shows the write (input-mutation).
+    runtime("hidden_inplace", "rejected", ("alias", "input-mutation")),
+    runtime("overwrite_pristine", ("incorrect", "rejected"), ("mismatch", "sandbox-introspection")),
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
