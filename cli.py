@@ -68,14 +68,18 @@ def _number(low: float, high: float | None = None, *, low_open: bool = False):
 _COUNT = _at_least(1)
 
 
-def _shape(text: str) -> tuple[str, int]:
+def _shape(text: str) -> tuple[str, int | tuple[int, ...]]:
+    from .sandbox.task import parse_size
+
     name, sep, value = text.partition("=")
     if not sep or not name.strip():
         raise argparse.ArgumentTypeError(f"--shape expects NAME=VALUE, got {text!r}")
     try:
-        return name.strip(), int(value)
+        return name.strip(), parse_size(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--shape {name}: {value!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(
+            f"--shape {name}: {value!r} is not an integer or a tuple of integers (3,5)"
+        ) from None
 
 
 def _duration(text: str) -> float:
@@ -136,7 +140,7 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="set a size constant of the task (repeatable)",
+        help="set a size constant of the task (repeatable; a tuple as NAME=3,5)",
     )
 
 
@@ -745,7 +749,7 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="set a size constant of the task (repeatable)",
+        help="set a size constant of the task (repeatable; a tuple as NAME=3,5)",
     )
     p.add_argument("--precision", choices=["strict", "tf32-ok"], default=None)
     p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")

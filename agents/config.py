@@ -186,14 +186,23 @@ def parse_duration(text: str) -> float:
     return sum(float(n) * scale[u] for n, u in parts)
 
 
-def parse_shapes(text: str) -> dict[str, int]:
-    """{'N': 64, 'D': 128} from 'N=64,D=128' (the environment's form of repeated --shape)."""
-    shapes = {}
+def parse_shapes(text: str) -> dict[str, int | tuple[int, ...]]:
+    """{'N': 64, 'kernel_size': (3, 5)} from 'N=64,kernel_size=3,5' (the environment's form of
+    repeated --shape): an item without '=' continues the tuple before it."""
+    from ..sandbox.task import parse_size
+
+    items: list[list[str]] = []
     for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep:
+        if "=" in item:
+            items.append([item])
+        elif items:
+            items[-1].append(item)
+        else:
             raise ValueError(f"shape {item!r} is not NAME=VALUE")
-        shapes[name.strip()] = int(value)
+    shapes = {}
+    for parts in items:
+        name, _, value = ",".join(parts).partition("=")
+        shapes[name.strip()] = parse_size(value)
     return shapes
 
 

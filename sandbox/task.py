@@ -12,7 +12,7 @@ import math
 import operator
 import traceback
 import types
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,17 +31,24 @@ DTYPES: dict[str, torch.dtype] = {
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 # -- the size-constant heuristic -------------------------------------------------------------------
-# A size constant is a module-level `NAME = <int>` (or `NAME: int = <int>`, or one element of
-# `h, w = 32, 32`, or an integer expression of literals such as `16 * 1024`) assigned exactly once
-# at module level, that is not a bool and that passes two filters:
+# A size constant is a module-level name bound exactly once, to an int or to a tuple (or list) of
+# ints written as literals: `N = 4096`, `N: int = 16 * 1024`, `height = width = 128` (15 of
+# KernelBench's 100 level-2 tasks chain them), `h, w = 32, 32`, `kernel_size = (3, 5)`,
+# `input_shape = (8192 * 2,)`. Its sizes are the ints that pass two filters:
 # - values below 2 are flags, axes, strides and paddings of 1, not sizes: changing them changes
-#   what the task computes rather than how big it is;
-# - an axis-like name (`dim`, `axis`, or ending in `_dim`/`_axis`, e.g. `reduce_dim = 2`) with a
-#   value below 8 is the axis a reduction runs over: no tensor in KernelBench has 8 dimensions, so
-#   `dim = 1` is an axis and `dim = 16384` is a size.
+#   what the task computes rather than how big it is (the 1s of `stride = (2, 1)` stay);
+# - an axis-like name (`dim`, `axes`, or ending in `_dim`/`_axis`, e.g. `reduce_dim = 2`) whose
+#   values are all below 8 holds the axes a reduction runs over: no tensor in KernelBench has 8
+#   dimensions, so `dim = 1` is an axis and `dim = 16384` is a size. So is a tuple that permutes
+#   range(n) (`perm = (0, 2, 1)`).
+# A constant with no size among its values is not one. Values written with other names
+# (`dim = features * 2`, `groups = in_channels`, `bias_shape = (out_channels, 1, 1)`) are derived:
+# they follow the constants they are computed from, which the variants and shrinking move, and
+# `--shape` refuses them by name, pointing at those constants. `--shape` spells a tuple with
+# commas: `--shape kernel_size=3,5` (or `(3,5)`; one value for a 1-tuple: `input_shape=4096`).
 MIN_SIZE = 2
-AXIS_NAMES = ("dim", "axis")
-AXIS_SUFFIXES = ("_dim", "_axis")
+AXIS_NAMES = ("dim", "dims", "axis", "axes")
+AXIS_SUFFIXES = ("_dim", "_dims", "_axis", "_axes")
 MAX_AXIS = 8
 
 # -- the "other shape" variants --------------------------------------------------------------------
@@ -72,6 +79,12 @@ CONSTANT_SPREAD = 0.5
 ZERO_SPREAD = 0.1
 
 
+# A size constant's value: an int, or a tuple of ints (the task may write it as a list).
+Size = int | tuple[int, ...]
+# One varying int of a task: (constant, element index), the index None for an int constant.
+Slot = tuple[str, int | None]
+
+
 class TaskError(Exception):
     """A task file or a size override that cannot be used; the message is one line for a user."""
 
@@ -83,11 +96,21 @@ class Task:
     path: str
     name: str
     source: str
-    constants: dict[str, int] = field(default_factory=dict)
-    overrides: dict[str, int] = field(default_factory=dict)
+    constants: dict[str, Size] = field(default_factory=dict)
+    overrides: dict[str, Size] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Tuples come back from JSON as lists (the pool's request to its worker), and an override
+        # may be spelled the way it was typed ("3,5", 4096 for a 1-tuple): one canonical form, so
+        # that `hash`, a cache key, is the same for the same sizes. Nothing is refused here
+        # (checked_overrides does that).
+        constants = {k: _canonical(v) for k, v in self.constants.items()}
+        overrides = {k: _canonical(v, constants.get(k)) for k, v in self.overrides.items()}
+        object.__setattr__(self, "constants", constants)
+        object.__setattr__(self, "overrides", overrides)
 
     @property
-    def sizes(self) -> dict[str, int]:
+    def sizes(self) -> dict[str, Size]:
         """The size constants with the overrides applied."""
         return {**self.constants, **self.overrides}
 
@@ -121,37 +144,57 @@ def load_task(path: str | Path, overrides: Mapping[str, Any] | None = None) -> T
             f"{path}: no {', '.join(missing)} at module level; a KernelBench task defines "
             "class Model(nn.Module), get_inputs() and get_init_inputs()"
         )
-    constants = {name: value for name, (value, _) in _size_literals(tree).items()}
+    constants = {name: c.value for name, c in _size_constants(tree).items()}
     task = Task(path=str(p.resolve()), name=p.stem, source=source, constants=constants)
     return dataclasses.replace(task, overrides=checked_overrides(task, overrides or {}))
 
 
-def checked_overrides(task: Task, overrides: Mapping[str, Any]) -> dict[str, int]:
-    """`overrides` as ints, each naming a size constant of `task`; raises TaskError."""
+def checked_overrides(task: Task, overrides: Mapping[str, Any]) -> dict[str, Size]:
+    """`overrides` checked against the size constants of `task`; raises TaskError.
+
+    An int constant takes a positive int (or its text); a tuple constant a tuple of as many
+    non-negative ints (`(3, 5)`, `[3, 5]`, "3,5", "(3, 5)"; an int for a 1-tuple). A derived name
+    (`dim = features * 2`) is refused with the constants it follows.
+    """
     checked = {}
     for name, value in overrides.items():
         if name not in task.constants:
-            known = ", ".join(sorted(task.constants)) or "none"
-            raise TaskError(
-                f"unknown --shape name {name!r} for task {task.name}; its size constants: {known}"
-            )
-        checked[name] = _positive_int(name, value)
+            raise TaskError(_unknown_name(task, name))
+        checked[name] = _size_value(name, value, task.constants[name])
     return checked
+
+
+def parse_size(text: str) -> Size:
+    """A --shape value: "64" -> 64; "3,5", "(3, 5)" or "[3,5]" -> (3, 5); "4096," -> (4096,).
+
+    Raises ValueError for anything else (the range of each value is checked_overrides' job).
+    """
+    body = text.strip()
+    bracketed = len(body) >= 2 and body[0] in "([" and body[-1] == {"(": ")", "[": "]"}[body[0]]
+    if bracketed:
+        body = body[1:-1]
+    if "," not in body and not bracketed:
+        return int(body)
+    parts = [p.strip() for p in body.split(",")]
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()  # "4096,": a 1-tuple
+    if "" in parts:
+        raise ValueError(f"{text!r} is not an integer or a comma-separated list of integers")
+    return tuple(int(p) for p in parts)
 
 
 def task_namespace(task: Task, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The task module executed with its size constants set (task.sizes, then `overrides`).
 
-    The constants are replaced in the AST before execution, so derived constants (`N = 2 * dim`)
-    follow them. The module gets a fresh namespace and a unique `__name__`; nothing is registered
-    in sys.modules. Errors while executing it become TaskError with the task's line number.
+    A constant set to another value gets an assignment of it right after the statement that binds
+    it (`height = width = 128` then `height = 32`), so derived constants (`N = 2 * dim`) follow
+    it and nothing else that statement does changes. The module gets a fresh namespace and a
+    unique `__name__`; nothing is registered in sys.modules. Errors while executing it become
+    TaskError with the task's line number.
     """
     sizes = {**task.sizes, **checked_overrides(task, overrides or {})}
     tree = _parse(task.source, task.path)
-    literals = _size_literals(tree)
-    for name, value in sizes.items():
-        if name in literals:
-            literals[name][1](value)
+    _set_sizes(tree, sizes)
     code = compile_tree(ast.fix_missing_locations(tree), task.path, dont_inherit=True)
     name = f"kernelwright_task_{_identifier(task.name)}_{next(_module_ids)}"
     module = types.ModuleType(name)
@@ -170,48 +213,85 @@ def task_namespace(task: Task, overrides: Mapping[str, Any] | None = None) -> di
 # -- shapes to try ---------------------------------------------------------------------------------
 
 
-def variant_overrides(task: Task) -> list[dict[str, int]]:
+def variant_overrides(task: Task) -> list[dict[str, Size]]:
     """Size settings for the "other shape" check, most aggressive first, each a full sizes dict.
 
-    1. every constant moved (`_aggressive`: odd, about 1/7 smaller; small ones by one), re-shrunk
-       while its tensors (inputs, parameters) would need more memory than the task's own;
+    Every size of every constant (each varying element of a tuple constant) is moved:
+    1. all of them (`_aggressive`: odd, about 1/7 smaller; small ones by one), re-shrunk while
+       the task's tensors (inputs, parameters) would need more memory than at its own sizes;
     2. every multiple of 4 scaled by 3/4 (ratios and divisibility kept);
-    3. every constant one smaller (a 2 becomes 3), then every constant one larger;
+    3. every size one smaller (a 2 becomes 3), then every size one larger;
     4. all constants but one moved, for each one;
     5. one constant moved at a time.
     Later entries survive constraints between constants (channels % groups, kernel <= input) that
-    make the reference itself fail at earlier ones; the caller tries them in order.
+    make the reference itself fail at earlier ones; the caller tries them in order. Where the task
+    runs on the meta device, the first entry is the first one the reference runs at there, with
+    every size it left alone moved too if the reference still runs (a constraint may pin one
+    constant, not the rest), and entries that fail there come last.
     """
-    sizes = task.sizes
-    if not sizes:
+    slots = _slot_values(task, task.sizes)
+    if not slots:
         return []
-    names = list(sizes)
-    aggressive = {k: _aggressive(v) for k, v in sizes.items()}
-    aggressive = _no_larger(task, sizes, aggressive)
-    ratio = {k: v * RATIO[0] // RATIO[1] if v % RATIO[1] == 0 else v for k, v in sizes.items()}
-    minus = {k: v - 1 if v > MIN_SIZE else v + 1 for k, v in sizes.items()}
-    plus = {k: v + 1 for k, v in sizes.items()}
-    candidates = [aggressive, ratio, minus, plus]
+    prober = _Prober(task)
+    moves = {
+        "aggressive": _no_larger(prober, slots, {s: _aggressive(v) for s, v in slots.items()}),
+        "ratio": {
+            s: v * RATIO[0] // RATIO[1] if v % RATIO[1] == 0 else v for s, v in slots.items()
+        },
+        "minus": {s: v - 1 if v > MIN_SIZE else v + 1 for s, v in slots.items()},
+        "plus": {s: v + 1 for s, v in slots.items()},
+    }
+    aggressive = moves["aggressive"]
+    ladder = [moves[k] for k in ("aggressive", "ratio", "minus", "plus")]
+    names = list(dict.fromkeys(name for name, _ in slots))
+    own = {k: [s for s in slots if s[0] == k] for k in names}
     if len(names) > 1:
-        candidates += [{**aggressive, k: sizes[k]} for k in names]
-    candidates += [{**sizes, k: aggressive[k]} for k in names]
-    out: list[dict[str, int]] = []
-    for c in candidates:
-        if c != sizes and c not in out:
-            out.append(c)
-    return out
+        ladder += [{**aggressive, **{s: slots[s] for s in own[k]}} for k in names]
+    ladder += [{**slots, **{s: aggressive[s] for s in own[k]}} for k in names]
+    unique: list[dict[Slot, int]] = []
+    for c in ladder:
+        if c != slots and c not in unique:
+            unique.append(c)
+    return [_with_slots(task.sizes, c) for c in _meta_ordered(prober, slots, unique, moves)]
 
 
-def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, int]:
+def variant_note(task: Task, sizes: Mapping[str, Size], tried: Sequence[str] = ()) -> str:
+    """What the "other shape" check at `sizes` covered: the constants it varied and those it did
+    not (a tuple constant moved in part is named element by element: `kernel_size[1]`).
+
+    tried: the variants the reference itself failed at before this one, one line each.
+    """
+    base, other = _slot_values(task, task.sizes), _slot_values(task, sizes)
+    varied: list[str] = []
+    kept: list[str] = []
+    for name in task.constants:
+        own = [s for s in base if s[0] == name]
+        moved = [s for s in own if other[s] != base[s]]
+        if len(moved) == len(own) or not moved:
+            (varied if moved else kept).append(name)
+        else:
+            varied += [f"{name}[{i}]" for _, i in moved]
+            kept += [f"{name}[{i}]" for _, i in own if (name, i) not in moved]
+    note = f"also checked at {_sizes_text(sizes)} (varied: {', '.join(varied) or 'none'}"
+    if kept:
+        note += f"; not varied: {', '.join(kept)}, the reference failing at every variant tried "
+        note += "that moves them too"
+        if tried:
+            note += f", e.g. {tried[0]}"
+    return note + ")"
+
+
+def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, Size]:
     """Sizes (a full dict) under which the task's inputs and parameters fit `max_input_bytes`.
 
     Footprints are measured on the meta device (nothing is allocated): get_inputs() plus the
     parameters and buffers of Model(*get_init_inputs()), floating tensors counted at fp32. A step
     is kept only if the task still builds (and, where its forward runs on meta at the default
-    sizes, still runs forward) at the new sizes.
+    sizes, still runs forward) at the new sizes. Each size of a tuple constant shrinks on its own.
     """
     sizes = dict(task.sizes)
-    base = _probe(task, sizes)
+    prober = _Prober(task)
+    base = prober.probe(sizes)
     if base is None:
         raise TaskError(
             f"{task.path}: get_inputs() fails on the meta device at {_sizes_text(sizes)}, "
@@ -219,9 +299,9 @@ def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, int]
         )
     footprint = base.bytes
     for floor in (KEEP_SMALL, MIN_SIZE):
-        frozen: set[str] = set()
+        frozen: set[Slot] = set()
         while footprint > max_input_bytes:
-            step = _shrink_step(task, sizes, base, floor, frozen)
+            step = _shrink_step(prober, sizes, base, floor, frozen)
             if step is None:
                 break
             sizes, footprint = step
@@ -230,7 +310,7 @@ def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, int]
     return sizes
 
 
-def input_bytes(task: Task, sizes: Mapping[str, int] | None = None) -> int:
+def input_bytes(task: Task, sizes: Mapping[str, Size] | None = None) -> int:
     """Bytes of get_inputs() at `sizes` with floating tensors at fp32, measured on meta."""
     ns = task_namespace(task, sizes)
     with serialised(), torch.device("meta"):
@@ -250,13 +330,30 @@ class _Probe:
         return (self.built or not base.built) and (self.ran or not base.ran)
 
 
-def _probe(task: Task, sizes: Mapping[str, int]) -> _Probe | None:
+class _Prober:
+    """`_probe` of one task, each setting of its sizes probed once."""
+
+    def __init__(self, task: Task):
+        self.task = task
+        self.seen: dict[str, _Probe | None] = {}
+
+    def probe(self, sizes: Mapping[str, Size]) -> _Probe | None:
+        key = json.dumps(dict(sizes), sort_keys=True)
+        if key not in self.seen:
+            self.seen[key] = _probe(self.task, sizes)
+        return self.seen[key]
+
+    def slots(self, values: Mapping[Slot, int]) -> _Probe | None:
+        return self.probe(_with_slots(self.task.sizes, values))
+
+
+def _probe(task: Task, sizes: Mapping[str, Size]) -> _Probe | None:
     """The task at `sizes` on meta, or None when even get_inputs() fails there."""
     with serialised():  # the first meta-tensor op imports torch._dynamo, which parses (pyparse)
         return _probe_unlocked(task, sizes)
 
 
-def _probe_unlocked(task: Task, sizes: Mapping[str, int]) -> _Probe | None:
+def _probe_unlocked(task: Task, sizes: Mapping[str, Size]) -> _Probe | None:
     try:
         ns = task_namespace(task, sizes)
         with torch.device("meta"):
@@ -278,35 +375,111 @@ def _probe_unlocked(task: Task, sizes: Mapping[str, int]) -> _Probe | None:
     return _Probe(total, built=True, ran=True)
 
 
-def _shrink_step(task, sizes, base: _Probe, floor: int, frozen: set[str]):
-    """The next valid halving (new sizes, footprint) of the least-shrunk constant, or None."""
-    original = task.sizes
+def _meta_ordered(
+    prober: _Prober,
+    slots: dict[Slot, int],
+    ladder: list[dict[Slot, int]],
+    moves: dict[str, dict[Slot, int]],
+) -> list[dict[Slot, int]]:
+    """`ladder` with the first entry the reference builds (and runs) at on meta first, extended
+    to every size it can also move there, and entries meta refuses last. Unchanged where the task
+    tells nothing on meta (its Model does not build there at its own sizes)."""
+    base = prober.slots(slots)
+    if base is None or not base.built:
+        return ladder
+    refused: list[dict[Slot, int]] = []
+    for entry in ladder:
+        probe = prober.slots(entry)
+        if probe is not None and probe.as_valid_as(base):
+            best = _extended(prober, slots, entry, moves, base)
+            rest = [c for c in ladder if c not in (best, entry) and c not in refused]
+            return [best, *([entry] if entry != best else []), *rest, *refused]
+        refused.append(entry)
+    return ladder
+
+
+def _extended(
+    prober: _Prober,
+    slots: dict[Slot, int],
+    entry: dict[Slot, int],
+    moves: dict[str, dict[Slot, int]],
+    base: _Probe,
+) -> dict[Slot, int]:
+    """`entry` with the sizes it leaves at the task's values moved too, where the reference still
+    builds and runs on meta in no more memory: each alone (aggressively, else one down, else one
+    up; the large sizes already moved shrink further to make room, as `_no_larger` does), then
+    the multiples of 4 left together by 3/4, else the large ones among them (a constraint tying
+    two of them holds when both scale: `embed_dim % num_heads == 0`, `out_channels` == a
+    convolution's output width, where its kernel size must stay)."""
+    current = dict(entry)
+    limit = max(base.bytes, prober.slots(entry).bytes)
+
+    def fits(trial: dict[Slot, int]) -> dict[Slot, int] | None:
+        probe = prober.slots(trial)
+        if probe is not None and probe.as_valid_as(base) and probe.bytes > limit:
+            trial = _no_larger(prober, slots, trial, limit)
+            probe = prober.slots(trial)
+        ok = probe is not None and probe.as_valid_as(base) and probe.bytes <= limit
+        return trial if ok else None
+
+    for s, value in slots.items():
+        if current[s] != value:
+            continue
+        for move in ("aggressive", "minus", "plus"):
+            alt = moves[move][s]
+            trial = fits({**current, s: alt}) if alt != value else None
+            if trial is not None and trial[s] != value:
+                current = trial
+                break
+    left = [s for s, v in slots.items() if current[s] == v and v % RATIO[1] == 0]
+    for group in (
+        left,
+        [s for s in left if slots[s] > SMALL_SIZE],
+    ):  # with the small ones, else not
+        trial = (
+            fits({**current, **{s: moves["ratio"][s] for s in group}}) if len(group) > 1 else None
+        )
+        if trial is not None:
+            return trial
+    return current
+
+
+def _shrink_step(prober: _Prober, sizes, base: _Probe, floor: int, frozen: set[Slot]):
+    """The next valid halving (new sizes, footprint) of the least-shrunk size, or None."""
+    original = _slot_values(prober.task, prober.task.sizes)
+    current = _slot_values(prober.task, sizes)
     order = sorted(
-        (k for k in sizes if original[k] > KEEP_SMALL and sizes[k] > floor and k not in frozen),
-        key=lambda k: (-sizes[k] / original[k], -sizes[k]),
+        (s for s in current if original[s] > KEEP_SMALL and current[s] > floor and s not in frozen),
+        key=lambda s: (-current[s] / original[s], -current[s]),
     )
-    for name in order:
-        trial = {**sizes, name: max(floor, sizes[name] // 2)}
-        probe = _probe(task, trial)
+    for s in order:
+        trial = _with_slots(sizes, {s: max(floor, current[s] // 2)})
+        probe = prober.probe(trial)
         if probe is not None and probe.as_valid_as(base):
             return trial, probe.bytes
-        frozen.add(name)
+        frozen.add(s)
     return None
 
 
-def _no_larger(task: Task, sizes: dict[str, int], variant: dict[str, int]) -> dict[str, int]:
-    """`variant` with its large constants moved further until it needs no more memory than `sizes`.
-
-    Where the footprint cannot be measured on meta, `variant` is returned unchanged.
+def _no_larger(
+    prober: _Prober,
+    slots: dict[Slot, int],
+    variant: dict[Slot, int],
+    limit: int | None = None,
+) -> dict[Slot, int]:
+    """`variant` with its large sizes moved further until it needs no more memory than the task
+    at `slots` (or than `limit` bytes). Where the footprint cannot be measured on meta, `variant`
+    is returned unchanged.
     """
-    base = _probe(task, sizes)
+    base = prober.slots(slots)
     if base is None:
         return variant
+    limit = base.bytes if limit is None else limit
     for _ in range(MAX_VARIANT_SHRINK_ROUNDS):
-        probe = _probe(task, variant)
-        if probe is None or not probe.as_valid_as(base) or probe.bytes <= base.bytes:
+        probe = prober.slots(variant)
+        if probe is None or not probe.as_valid_as(base) or probe.bytes <= limit:
             return variant
-        variant = {k: _aggressive(v) if v > SMALL_SIZE else v for k, v in variant.items()}
+        variant = {s: _aggressive(v) if v > SMALL_SIZE else v for s, v in variant.items()}
     return variant
 
 
@@ -316,6 +489,29 @@ def _aggressive(v: int) -> int:
         w = v - max(1, v // 7)
         return w - 1 if w % 2 == 0 else w
     return v + 1 if v <= MIN_SIZE else v - 1
+
+
+def _slot_values(task: Task, sizes: Mapping[str, Size]) -> dict[Slot, int]:
+    """The varying ints of the task's size constants, at `sizes`."""
+    out: dict[Slot, int] = {}
+    for name, default in task.constants.items():
+        value = sizes[name]
+        for i in _size_slots(name, default):
+            out[(name, i)] = value if i is None else value[i]
+    return out
+
+
+def _with_slots(sizes: Mapping[str, Size], values: Mapping[Slot, int]) -> dict[str, Size]:
+    """`sizes` with the slots in `values` set."""
+    out = dict(sizes)
+    for (name, i), v in values.items():
+        if i is None:
+            out[name] = v
+        else:
+            items = list(out[name])
+            items[i] = v
+            out[name] = tuple(items)
+    return out
 
 
 # -- reference and inputs --------------------------------------------------------------------------
@@ -520,54 +716,146 @@ def _parse(source: str, path: str) -> ast.Module:
         raise TaskError(f"{path}:{e.lineno}: syntax error: {e.msg}") from None
 
 
-def _size_literals(tree: ast.Module) -> dict[str, tuple[int, Callable[[int], None]]]:
-    """Size constants: name -> (value, a setter that puts another value into the AST)."""
+@dataclass(frozen=True)
+class _Constant:
+    """A size constant as the task file writes it."""
+
+    value: Size
+    kind: type  # int, tuple or list: what the task binds (a list stays a list)
+    stmt: int  # index in the module body of the statement that binds it
+
+
+def _size_constants(tree: ast.Module) -> dict[str, _Constant]:
+    """The size constants of a task module (see the heuristic at the top of this file)."""
+    counts = _binding_counts(tree)
+    found = {}
+    for i, stmt in enumerate(tree.body):
+        for name, node in _bindings(stmt):
+            literal = _literal(node)
+            if literal is not None and counts[name] == 1 and _size_slots(name, literal[0]):
+                found[name] = _Constant(literal[0], literal[1], i)
+    return found
+
+
+def _bindings(stmt: ast.stmt) -> list[tuple[str, ast.expr]]:
+    """(name, value node) of each name a module-level assignment binds to one value: `a = v`,
+    `a: T = v`, every target of `a = b = v`, and the elements of `a, b = v1, v2`."""
+    if isinstance(stmt, ast.AnnAssign):
+        if stmt.value is not None and isinstance(stmt.target, ast.Name):
+            return [(stmt.target.id, stmt.value)]
+        return []
+    if not isinstance(stmt, ast.Assign):
+        return []
+    value, out = stmt.value, []
+    for target in stmt.targets:
+        if isinstance(target, ast.Name):
+            out.append((target.id, value))
+        elif (
+            isinstance(target, (ast.Tuple, ast.List))
+            and isinstance(value, (ast.Tuple, ast.List))
+            and len(target.elts) == len(value.elts)
+            and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+        ):
+            out += [(t.id, v) for t, v in zip(target.elts, value.elts) if isinstance(t, ast.Name)]
+    return out
+
+
+def _literal(node: ast.expr) -> tuple[Size, type] | None:
+    """(value, kind) of an int expression of literals or a tuple/list of them, else None."""
+    value = _int_value(node)
+    if value is not None:
+        return value, int
+    if isinstance(node, (ast.Tuple, ast.List)) and node.elts:
+        items = [_int_value(e) for e in node.elts]
+        if all(v is not None for v in items):
+            return tuple(items), (tuple if isinstance(node, ast.Tuple) else list)
+    return None
+
+
+def _size_slots(name: str, value: Size) -> tuple[int | None, ...]:
+    """The positions of `value` that are sizes: (None,) for an int that is one, the indices of
+    the sizes of a tuple, () when there are none (see the heuristic at the top of this file)."""
+    lower = name.lower()
+    axis_like = lower in AXIS_NAMES or lower.endswith(AXIS_SUFFIXES)
+    values = (value,) if isinstance(value, int) else value
+    if axis_like and all(v < MAX_AXIS for v in values):
+        return ()
+    if isinstance(value, int):
+        return (None,) if value >= MIN_SIZE else ()
+    if len(value) > 1 and sorted(value) == list(range(len(value))):  # a permutation of axes
+        return ()
+    return tuple(i for i, v in enumerate(value) if v >= MIN_SIZE)
+
+
+def _set_sizes(tree: ast.Module, sizes: Mapping[str, Size]) -> None:
+    """Give every constant whose value in `sizes` differs from the task's an assignment of it
+    right after the statement that binds it."""
+    constants = _size_constants(tree)
+    after: dict[int, list[ast.stmt]] = {}
+    for name, value in sizes.items():
+        c = constants.get(name)
+        if c is None or value == c.value:
+            continue
+        stmt = tree.body[c.stmt]
+        assign = ast.Assign(targets=[ast.Name(name, ast.Store())], value=_literal_node(value, c))
+        after.setdefault(c.stmt, []).append(ast.copy_location(assign, stmt))
+    if after:
+        tree.body = [s for i, stmt in enumerate(tree.body) for s in (stmt, *after.get(i, ()))]
+
+
+def _literal_node(value: Size, c: _Constant) -> ast.expr:
+    if c.kind is int:
+        return ast.Constant(value)
+    elts = [ast.Constant(v) for v in value]
+    return ast.Tuple(elts, ast.Load()) if c.kind is tuple else ast.List(elts, ast.Load())
+
+
+def _unknown_name(task: Task, name: str) -> str:
+    """Why `--shape name=...` is refused: a derived constant names what it follows."""
+    tree = _parse(task.source, task.path)
+    derived = _derived(tree, set(task.constants)).get(name)
+    if derived is not None:
+        bases, text = derived
+        return (
+            f"--shape {name}: {name} is computed from {', '.join(bases)} in task {task.name} "
+            f"(`{name} = {text}`); set {' and '.join(bases)} instead"
+        )
+    known = ", ".join(sorted(task.constants)) or "none"
+    return f"unknown --shape name {name!r} for task {task.name}; its size constants: {known}"
+
+
+def _derived(tree: ast.Module, constants: set[str]) -> dict[str, tuple[tuple[str, ...], str]]:
+    """Module-level names bound once to an expression of size constants (directly or through
+    other such names): name -> (the constants, the expression's text)."""
+    counts = _binding_counts(tree)
+    uses: dict[str, tuple[set[str], str]] = {}
+    for stmt in tree.body:
+        for name, node in _bindings(stmt):
+            if name not in constants and counts[name] == 1:
+                names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                uses[name] = (names, ast.unparse(node)[:120])
+
+    def bases(name: str, seen: frozenset[str]) -> set[str]:
+        if name in constants:
+            return {name}
+        if name not in uses or name in seen:
+            return set()
+        return set().union(*(bases(n, seen | {name}) for n in uses[name][0]))
+
+    out = {}
+    for name, (_, text) in uses.items():
+        found = bases(name, frozenset())
+        if found:
+            out[name] = (tuple(sorted(found)), text)
+    return out
+
+
+def _binding_counts(tree: ast.Module) -> dict[str, int]:
     counts: dict[str, int] = {}
     for stmt in tree.body:
         for name in _bound_names(stmt):
             counts[name] = counts.get(name, 0) + 1
-    found = {}
-    for stmt in tree.body:
-        for name, node, setter in _int_assignments(stmt):
-            value = _int_value(node)
-            if value is not None and counts.get(name) == 1 and _is_size(name, value):
-                found[name] = (value, setter)
-    return found
-
-
-def _int_assignments(stmt: ast.stmt) -> list[tuple[str, ast.expr, Callable[[int], None]]]:
-    """(name, value node, setter) of `NAME = v`, `NAME: int = v` and `a, b = v1, v2`."""
-    if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        if len(targets) != 1:
-            return []
-        target, value = targets[0], stmt.value
-        if isinstance(target, ast.Name):
-            return [(target.id, value, _setter(stmt, "value", None, value))]
-        if (
-            isinstance(target, (ast.Tuple, ast.List))
-            and isinstance(value, (ast.Tuple, ast.List))
-            and len(target.elts) == len(value.elts)
-        ):
-            return [
-                (t.id, v, _setter(value, "elts", i, v))
-                for i, (t, v) in enumerate(zip(target.elts, value.elts))
-                if isinstance(t, ast.Name)
-            ]
-    return []
-
-
-def _setter(parent: ast.AST, attr: str, index: int | None, old: ast.expr):
-    """A function that replaces `old` (parent.attr or parent.attr[index]) by an int literal."""
-
-    def put(value: int) -> None:
-        new = ast.copy_location(ast.Constant(value), old)
-        if index is None:
-            setattr(parent, attr, new)
-        else:
-            getattr(parent, attr)[index] = new
-
-    return put
+    return counts
 
 
 def _int_value(node: ast.expr) -> int | None:
@@ -575,6 +863,9 @@ def _int_value(node: ast.expr) -> int | None:
     if isinstance(node, ast.Constant):
         v = node.value
         return v if isinstance(v, int) and not isinstance(v, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _int_value(node.operand)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
     if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
         left, right = _int_value(node.left), _int_value(node.right)
         if left is None or right is None or (isinstance(node.op, ast.FloorDiv) and right == 0):
@@ -583,14 +874,6 @@ def _int_value(node: ast.expr) -> int | None:
             return None
         return _BINOPS[type(node.op)](left, right)
     return None
-
-
-def _is_size(name: str, value: int) -> bool:
-    if value < MIN_SIZE:
-        return False
-    lower = name.lower()
-    axis_like = lower in AXIS_NAMES or lower.endswith(AXIS_SUFFIXES)
-    return not (axis_like and value < MAX_AXIS)
 
 
 def _bound_names(stmt: ast.stmt) -> list[str]:
@@ -623,6 +906,51 @@ def _module_bindings(tree: ast.Module) -> set[str]:
 _module_ids = itertools.count()
 
 
+def _size_value(name: str, value: Any, default: Size) -> Size:
+    """`value` for the constant `name`, whose value in the task is `default`; raises TaskError."""
+    if not isinstance(default, tuple):
+        return _positive_int(name, value)
+    parsed = value
+    if isinstance(value, str):
+        try:
+            parsed = parse_size(value)
+        except ValueError:
+            parsed = None
+    if _is_int(parsed) and len(default) == 1:
+        parsed = (parsed,)
+    if not (
+        isinstance(parsed, (tuple, list))
+        and len(parsed) == len(default)
+        and all(_is_int(v) and v >= 0 for v in parsed)
+    ):
+        example = ",".join(str(v) for v in default)
+        raise TaskError(
+            f"--shape {name}={_size_text(value)}: {name} is a tuple of {len(default)} in task "
+            f"(now {_size_text(default)}); give {len(default)} non-negative integers, e.g. "
+            f"--shape {name}={example}"
+        )
+    return tuple(parsed)
+
+
+def _canonical(value: Any, default: Size | None = None) -> Any:
+    """`value` in the form Task keeps (tuples, not lists; a 1-tuple for a bare int where the
+    task's constant is one; parsed text), or `value` itself where it is no size at all."""
+    if isinstance(value, str):
+        try:
+            value = parse_size(value)
+        except ValueError:
+            return value
+    if isinstance(value, list):
+        value = tuple(value)
+    if isinstance(default, tuple) and len(default) == 1 and _is_int(value):
+        value = (value,)
+    return value
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
 def _positive_int(name: str, value: Any) -> int:
     if isinstance(value, bool):
         raise TaskError(f"--shape {name}={value}: the value must be a positive integer")
@@ -653,5 +981,10 @@ def _where(e: BaseException, path: str) -> str:
     return f"{path}:{frames[-1].lineno}: " if frames else f"{path}: "
 
 
-def _sizes_text(sizes: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "(no size constants)"
+def _sizes_text(sizes: Mapping[str, Size]) -> str:
+    return ", ".join(f"{k}={_size_text(v)}" for k, v in sizes.items()) or "(no size constants)"
+
+
+def _size_text(value: Any) -> str:
+    """A size as Python writes it: 64, (3, 5), (4096,)."""
+    return repr(tuple(value)) if isinstance(value, (tuple, list)) else str(value)

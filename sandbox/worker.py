@@ -227,7 +227,7 @@ class Worker:
         overrides = {**t.get("overrides", {}), **config.shapes}
         key = (
             t["source"],
-            tuple(sorted(overrides.items())),
+            json.dumps(overrides, sort_keys=True),  # tuple sizes arrive as lists: unhashable
             config.dtype,
             config.check_variant,
             config.precision,
@@ -377,7 +377,7 @@ class Worker:
         )
 
     def _variant(self, task, dtype, seed) -> tuple[Shape | None, str]:
-        from .task import variant_overrides
+        from .task import variant_note, variant_overrides
 
         tried = []
         for overrides in variant_overrides(task)[:_MAX_VARIANT_ATTEMPTS]:
@@ -387,11 +387,7 @@ class Worker:
             except Exception as e:  # a variant the task's own constraints forbid
                 tried.append(f"{_sizes_text(overrides)}: {_one_line(e)}")
                 continue
-            changed = sorted(k for k, v in overrides.items() if task.sizes.get(k) != v)
-            return (
-                shape,
-                f"also checked at {_sizes_text(overrides)} (changed: {', '.join(changed)})",
-            )
+            return shape, variant_note(task, overrides, tried)
         if not task.constants:
             return None, "only the default shape was checked: the task has no size constants"
         return None, (

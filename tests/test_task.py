@@ -19,8 +19,10 @@ from kernelwright.sandbox.task import (
     input_bytes,
     load_parameters,
     load_task,
+    parse_size,
     shrink_overrides,
     task_namespace,
+    variant_note,
     variant_overrides,
 )
 
@@ -463,3 +465,263 @@ def test_load_parameters_by_order_and_shape_reports_the_unmatched():
     assert torch.equal(dst.w, src.linear.weight) and torch.equal(dst.b, src.linear.bias)
     assert torch.equal(dst.gamma, src.norm.weight) and torch.equal(dst.beta, src.norm.bias)
     assert dst.count.item() == 7  # the integer buffer matched the integer buffer, not a float
+
+
+# -- chained, tuple and derived constants ----------------------------------------------------------
+
+SHAPES = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, features, kernel_size, block_widths):
+        super().__init__()
+        self.linear = nn.Linear(features, dim)
+        self.pool = nn.AvgPool2d(kernel_size, stride=1)
+
+    def forward(self, x, y):
+        return self.pool(x), self.linear(y)
+
+batch_size = 8
+height = width = 40
+channels: int = 3
+kernel_size = (3, 5)
+input_shape = (64, 20)
+block_widths = [32, 64]
+features = 48
+dim = features * 2
+seq = 24
+bias_shape = (channels, 1, 1)
+stride = (1, 1)
+padding = (0, 2)
+reduce_dims = (1, 2)
+perm = (0, 2, 1)
+
+def get_inputs():
+    x = torch.randn(batch_size, channels, height, width)
+    return [x, torch.randn(seq * 2, *input_shape[1:], features)]
+
+def get_init_inputs():
+    return [features, kernel_size, block_widths]
+"""
+
+
+def shapes_task(tmp_path, overrides=None) -> Task:
+    return load_task(write(tmp_path, SHAPES, "shapes.py"), overrides)
+
+
+def test_chained_annotated_and_tuple_constants_are_size_constants(tmp_path):
+    task = shapes_task(tmp_path)
+    # dim and bias_shape are derived; the all-1 stride, the axes and the permutation hold no size.
+    assert task.constants == {
+        "batch_size": 8,
+        "height": 40,
+        "width": 40,
+        "channels": 3,
+        "kernel_size": (3, 5),
+        "input_shape": (64, 20),
+        "block_widths": (32, 64),
+        "features": 48,
+        "seq": 24,
+        "padding": (0, 2),
+    }
+
+
+def test_one_name_of_a_chain_is_set_alone(tmp_path):
+    task = shapes_task(tmp_path, {"height": 32})
+    ns = task_namespace(task)
+    assert (ns["height"], ns["width"]) == (32, 40)
+    assert ns["get_inputs"]()[0].shape == (8, 3, 32, 40)
+    assert task.sizes["height"] == 32 and task.hash != shapes_task(tmp_path).hash
+
+
+@pytest.mark.parametrize("value", ["4,6", " (4, 6) ", "[4,6]", (4, 6), [4, 6]])
+def test_a_tuple_constant_takes_any_spelling_of_a_tuple(tmp_path, value):
+    task = shapes_task(tmp_path, {"kernel_size": value})
+    assert task.overrides == {"kernel_size": (4, 6)}
+    ns = task_namespace(task)
+    assert ns["kernel_size"] == (4, 6) and isinstance(ns["block_widths"], list)
+    assert task.hash == shapes_task(tmp_path, {"kernel_size": (4, 6)}).hash
+
+
+def test_a_list_constant_stays_a_list_and_a_one_tuple_takes_one_value(tmp_path):
+    text = SHAPES.replace("input_shape = (64, 20)", "input_shape = (64,)").replace(
+        "*input_shape[1:], ", ""
+    )
+    task = load_task(write(tmp_path, text), {"input_shape": "50", "block_widths": "16,8"})
+    assert task.overrides == {"input_shape": (50,), "block_widths": (16, 8)}
+    ns = task_namespace(task)
+    assert ns["input_shape"] == (50,) and ns["block_widths"] == [16, 8]
+
+
+@pytest.mark.parametrize(
+    "value, why",
+    [
+        ("3", "a tuple of 2"),
+        ("3,5,7", "a tuple of 2"),
+        ("3,x", "a tuple of 2"),
+        ((3, -1), "non-neg"),
+    ],
+)
+def test_a_tuple_of_the_wrong_length_or_values_is_refused(tmp_path, value, why):
+    with pytest.raises(TaskError, match=rf"--shape kernel_size=.*{why}.*kernel_size=3,5$"):
+        shapes_task(tmp_path, {"kernel_size": value})
+
+
+def test_a_derived_constant_is_refused_naming_what_it_follows(tmp_path):
+    with pytest.raises(TaskError, match=r"dim is computed from features .*`dim = features \* 2`"):
+        shapes_task(tmp_path, {"dim": 10})
+    with pytest.raises(TaskError, match=r"bias_shape is computed from channels"):
+        shapes_task(tmp_path, {"bias_shape": "3,1,1"})
+    ns = task_namespace(shapes_task(tmp_path, {"features": 10}))
+    assert ns["dim"] == 20  # the derived one follows
+
+
+def test_parse_size_spellings():
+    assert parse_size("64") == 64 and parse_size(" 64 ") == 64
+    assert parse_size("3,5") == parse_size("(3, 5)") == parse_size("[3,5]") == (3, 5)
+    assert parse_size("4096,") == parse_size("(4096,)") == (4096,)
+    for bad in ("", "3,,5", "(3", "x", "1.5", "()"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+
+
+def test_the_command_line_and_environment_spell_tuples_with_commas():
+    import argparse
+
+    from kernelwright import cli
+    from kernelwright.agents.config import parse_shapes
+
+    assert cli._shape("kernel_size=3,5") == ("kernel_size", (3, 5))
+    assert cli._shape("height=32") == ("height", 32)
+    with pytest.raises(argparse.ArgumentTypeError, match="tuple of integers"):
+        cli._shape("height=tall")
+    # (A bare 4096 for a 1-tuple constant is made one by the task: Task's canonical form.)
+    assert parse_shapes("N=64,kernel_size=3,5,input_shape=4096") == {
+        "N": 64,
+        "kernel_size": (3, 5),
+        "input_shape": 4096,
+    }
+    with pytest.raises(ValueError, match="not NAME=VALUE"):
+        parse_shapes("3,N=64")
+
+
+def test_every_size_of_every_constant_moves_in_the_first_variant(tmp_path):
+    task = shapes_task(tmp_path)
+    first = variant_overrides(task)[0]
+    assert first["height"] != 40 and first["width"] != 40
+    assert all(a != b for a, b in zip(first["kernel_size"], (3, 5)))
+    assert all(a != b for a, b in zip(first["input_shape"], (64, 20)))
+    assert all(a != b for a, b in zip(first["block_widths"], (32, 64)))
+    assert first["padding"][0] == 0 and first["padding"][1] != 2  # a 0 is no size
+    for name in ("batch_size", "channels", "features", "seq"):
+        assert first[name] != task.sizes[name], name
+    ns = task_namespace(task, first)
+    assert ns["dim"] == 2 * first["features"]
+    note = variant_note(task, first)
+    assert "not varied" not in note and "varied: batch_size, height, width, channels" in note
+
+
+def test_tuple_constants_shrink_element_by_element(tmp_path):
+    text = SHAPES.replace("input_shape = (64, 20)", "input_shape = (4096, 20)").replace(
+        "seq = 24", "seq = 512"
+    )
+    task = load_task(write(tmp_path, text))
+    sizes = shrink_overrides(task, 2**18)
+    assert input_bytes(task, sizes) <= 2**18
+    assert sizes["input_shape"][0] < 4096 and sizes["input_shape"][1] >= 16  # halved apart
+    assert sizes["kernel_size"] == (3, 5) and sizes["padding"] == (0, 2)  # small ones kept
+
+
+CONSTRAINED = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, channels, groups):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, groups=groups)
+        self.head = nn.Linear(64, 4)  # the width is pinned: the head reads 64 values
+
+    def forward(self, x):
+        return self.head(self.conv(x).mean(dim=2))
+
+batch_size = 2
+channels = 16
+groups = 4
+height = 12
+width = 66
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, height, width)]
+
+def get_init_inputs():
+    return [channels, groups]
+"""
+
+
+def test_a_variant_moves_what_the_task_allows_and_names_what_it_kept(tmp_path):
+    # The aggressive variant (channels 13, groups 3) breaks channels % groups; the 3/4 one keeps
+    # it (12, 3) but leaves batch_size (2) and width (66) alone: width cannot move (the head
+    # reads 64 columns), batch_size can and must.
+    task = load_task(write(tmp_path, CONSTRAINED))
+    first = variant_overrides(task)[0]
+    assert first["channels"] % first["groups"] == 0
+    assert first["batch_size"] != 2 and first["channels"] != 16 and first["height"] != 12
+    ns = task_namespace(task, first)
+    with torch.device("meta"):
+        ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())
+    note = variant_note(
+        task, first, ["batch_size=3, ...: RuntimeError: shapes cannot be multiplied"]
+    )
+    assert "varied: batch_size, channels, groups, height" in note
+    assert "not varied: width" in note and "RuntimeError: shapes cannot" in note
+
+
+# -- end to end: the evaluator on chained and tuple constants ------------------------------------
+
+HONEST_COLUMN_SUM = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _column_sum_kernel(x_ptr, y_ptr, height, width, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)  # plane * width + column
+    rows = tl.arange(0, BLOCK)
+    idx = (pid // width) * height * width + rows * width + pid % width
+    x = tl.load(x_ptr + idx, mask=rows < height, other=0.0)
+    tl.store(y_ptr + pid, tl.sum(x, axis=0))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        b, c, h, w = x.shape
+        y = torch.empty((b, c, w), device=x.device, dtype=x.dtype)
+        block = triton.next_power_of_2(h)
+        _column_sum_kernel[(b * c * w,)](x, y, h, w, BLOCK=block)
+        return y
+"""
+
+CHAINED = Path(__file__).parent / "tasks" / "chained_sizes.py"
+
+
+@pytest.mark.slow
+def test_the_evaluator_sets_one_name_of_a_chain_and_varies_both():
+    from kernelwright.sandbox import EvalConfig, evaluate
+
+    config = EvalConfig(shapes={"height": 32}, trials=1, drift_calls=1, timing=False)
+    result = evaluate(CHAINED, HONEST_COLUMN_SUM, config)
+    assert result.status == "ok", result.summary()
+    assert result.shape_overrides == {"height": 32}
+    shapes = result.correctness.shapes
+    assert shapes[0]["height"] == 32 and shapes[0]["width"] == 24
+    assert shapes[-1]["height"] not in (24, 32) and shapes[-1]["width"] != 24
+    note = result.correctness.variant_note
+    assert "varied: batch_size, channels, height, width)" in note, note

@@ -21,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 ZOO = HERE / "adversarial"
 AFFINE = HERE / "tasks" / "zoo_affine.py"
 MATMUL = HERE / "tasks" / "zoo_matmul.py"
+CHAINED = HERE / "tasks" / "chained_sizes.py"
+TUPLE = HERE / "tasks" / "tuple_sizes.py"
 CUDA = torch.cuda.is_available()
 WILD_POINTER = ("runtime_error", "cuda-fault") if CUDA else ("crashed", "signal")
 
@@ -66,6 +68,8 @@ CASES = [
     Case("cached_by_id", "incorrect", "mismatch"),
     Case("partial_rows", "incorrect", "mismatch"),
     Case("hardcoded_sizes", "incorrect", "variant"),
+    Case("hardcoded_chained_size", "incorrect", "variant", task=CHAINED),
+    Case("hardcoded_tuple_size", "incorrect", "variant", task=TUPLE),
     Case("stateful_drift", "incorrect", "drift", config={"trials": 1}),
     Case("persistent_buffer_view", "rejected", "reuse"),
     Case("pingpong_buffers", "rejected", "reuse"),
