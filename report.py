@@ -482,6 +482,7 @@ def _candidate_view(run_dir: Path, round_no: int, index: int, cand_dir: Path) ->
         "shapes_checked": [dict(s) for s in result.correctness.shapes]
         if result and result.correctness
         else [],
+        **(_memory_fields(result) if result else {}),
     }
     return view
 
@@ -919,6 +920,7 @@ _CAND_HEADERS = (
     "Rule",
     "vs eager",
     "vs torch.compile",
+    "Peak memory (candidate / reference)",
     "Summary",
 )
 _AGENT_HEADERS = (
@@ -958,6 +960,7 @@ def _cand_cells(v: Mapping[str, Any], status: Any) -> list[Any]:
         v["rule"] or "–",
         _x(v["speedup_eager"]),
         _x(v["speedup_compiled"]),
+        _peaks(v.get("candidate_peak_bytes"), v.get("reference_peak_bytes")),
         v["summary"],
     ]
 
@@ -1082,6 +1085,16 @@ def suite_row(task: str, result: EvalResult | None) -> dict[str, Any]:
         "speedup_compiled": _finite(result.speedup_compiled),
         "roofline_fraction": _finite(result.roofline.fraction) if result.roofline else None,
         "limiter": result.roofline.limiter if result.roofline else None,
+        **_memory_fields(result),
+    }
+
+
+def _memory_fields(result: EvalResult) -> dict[str, Any]:
+    """Peak device memory of the candidate and of the reference (bytes; None on CPU)."""
+    m = result.memory
+    return {
+        "candidate_peak_bytes": m.candidate_peak_bytes if m else None,
+        "reference_peak_bytes": m.reference_peak_bytes if m else None,
     }
 
 
@@ -1101,6 +1114,8 @@ def _normal_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "kernel": row.get("kernel"),
         # Verdicts that were kernelwright's fault, not a candidate's (EvalResult.fault).
         "evaluator_errors": int(row.get("evaluator_errors") or 0),
+        "candidate_peak_bytes": row.get("candidate_peak_bytes"),
+        "reference_peak_bytes": row.get("reference_peak_bytes"),
     }
 
 
@@ -1210,6 +1225,7 @@ _TASK_HEADERS = (
     "Roofline",
     "Bound by",
     "Tuned",
+    "Peak memory (candidate / reference)",
     "Evaluator errors",
     "Note",
 )
@@ -1225,9 +1241,18 @@ def _task_cells(r: Mapping[str, Any], status: Any) -> list[Any]:
         _pct(r["roofline_fraction"]),
         r["limiter"] or "–",
         "–" if r["tuned"] is None else ("yes" if r["tuned"] else "no"),
+        _peaks(r.get("candidate_peak_bytes"), r.get("reference_peak_bytes")),
         r["evaluator_errors"],
         _short_note(r["note"]),
     ]
+
+
+def _peaks(candidate: Any, reference: Any) -> str:
+    """'1.20 / 0.85 GiB', or '–' where device memory was not measured (the interpreter)."""
+    if candidate is None and reference is None:
+        return "–"
+    gib = [("?" if v is None else f"{v / 2**30:.2f}") for v in (candidate, reference)]
+    return f"{gib[0]} / {gib[1]} GiB"
 
 
 def _short_note(note: Any) -> str:

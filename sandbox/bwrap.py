@@ -168,9 +168,12 @@ def _system_binds() -> list[str]:
 
 
 def _existing(paths: Iterable[str]) -> list[str]:
+    """Real paths, each once: bwrap cannot bind onto a symlink, so a link in the view (a
+    site directory's `kernelwright -> /repo`, as the GPU runs install it) resolves through the
+    binding of its target."""
     seen, out = set(), []
     for path in paths:
-        real = os.path.abspath(path)
+        real = os.path.realpath(path)
         if real in seen or not os.path.exists(real):
             continue
         seen.add(real)

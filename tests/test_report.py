@@ -564,6 +564,8 @@ def test_suite_row_from_results():
         "speedup_compiled": 1.2,
         "roofline_fraction": 0.6,
         "limiter": "memory",
+        "candidate_peak_bytes": None,
+        "reference_peak_bytes": None,
     }
     assert suite_row("b", failed("incorrect", "nan"))["correct"] is False
     assert suite_row("c", None)["status"] == "pending"
@@ -609,11 +611,11 @@ def test_suite_report_by_level_with_bound_tuned_and_notes(tmp_path):
     assert suite_summary(SUITE)["levels"] == {}  # plain task names: no levels
     md = write_suite_report(rows, tmp_path)["markdown"].read_text()
     assert "| By level: level1 | 2 tasks, 2 correct, geomean 1.00x vs eager, 0.50x vs " in md
-    assert "| level1/01_relu | ok | yes | 2.00x | 1.00x | 90% | memory | yes | 0 |  |" in md
-    assert "| level1/02_gemm | ok | yes | 0.50x | 0.25x | 10% | compute | no | 0 |  |" in md
+    assert "| level1/01_relu | ok | yes | 2.00x | 1.00x | 90% | memory | yes | – | 0 |  |" in md
+    assert "| level1/02_gemm | ok | yes | 0.50x | 0.25x | 10% | compute | no | – | 0 |  |" in md
     # A no-candidate row says why, on one line.
     assert (
-        "| level2/01_sort | no-candidate | no | – | – | – | – | – | 0 | no offline candidate: "
+        "| level2/01_sort | no-candidate | no | – | – | – | – | – | – | 0 | no offline candidate: "
         "nothing to fuse: forward is only sort |"
     ) in md
 
@@ -629,7 +631,7 @@ def test_suite_report_counts_evaluator_and_task_errors_apart(tmp_path):
     md = write_suite_report(rows, tmp_path)["markdown"].read_text()
     assert "| Evaluator errors (kernelwright's, not the candidates') | 2 in 1 task(s) |" in md
     assert "| Task errors (the reference itself fails) | 1 |" in md
-    assert "| a | incorrect | no | – | – | – | – | – | 2 |" in md
+    assert "| a | incorrect | no | – | – | – | – | – | – | 2 |" in md
     assert "| b | task-error | no |" in md
 
 
@@ -766,3 +768,18 @@ def test_html_report_renders_in_headless_chromium(kind, tmp_path, gpu_run):
     # out (at its natural size: every plot is narrower than the page).
     in_png = blue_pixels(page.parent / PLOTS[kind])
     assert in_png > 50 and blue_pixels(shot) >= in_png // 2, "the plot did not render"
+
+
+def test_the_suite_table_shows_both_peaks(tmp_path):
+    from kernelwright.sandbox.results import Memory
+
+    measured = dataclasses.replace(
+        ok_result(2.0, 1.2, 0.6),
+        memory=Memory(
+            footprint_bytes=2**30, reference_peak_bytes=2**31, candidate_peak_bytes=3 * 2**30
+        ),
+    )
+    rows = [suite_row("a", measured), suite_row("b", ok_result(1.5, 1.1, 0.5))]
+    assert (rows[0]["candidate_peak_bytes"], rows[0]["reference_peak_bytes"]) == (3 * 2**30, 2**31)
+    text = write_suite_report(rows, tmp_path)["markdown"].read_text()
+    assert "Peak memory (candidate / reference)" in text and "3.00 / 2.00 GiB" in text
