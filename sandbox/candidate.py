@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from . import checks, launches, transport
+from . import checks, launches, transport, tritoncompat
 from .compare import flatten_outputs, storages_overlap
 from .task import Task, build_inputs, load_parameters, seeded, task_namespace
 
@@ -247,7 +247,9 @@ class CandidateServer:
 
     def op_stats(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
         stats = launches.kernel_stats(self.module_name)
-        return {"kernels": [dataclasses.asdict(s) for s in stats]}
+        # What the interpreter fixes did that the result must say (first autotune config run).
+        notes = tritoncompat.notes()[:8]
+        return {"kernels": [dataclasses.asdict(s) for s in stats], "notes": notes}
 
     # -- helpers -------------------------------------------------------------------------------
 

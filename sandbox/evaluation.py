@@ -93,6 +93,7 @@ class Evaluation:
         self.candidate_peak: int | None = None
         self.precision_where = "float64 reference on the evaluation device"
         self.stats: tuple[KernelStats, ...] = ()
+        self.interpreter_notes: list[str] = []  # from the candidate process (tritoncompat)
         self.clock_note = ""
         self.judge_ms_per_call: float | None = None
         self.deadline = time.monotonic() + config.timeout_s
@@ -124,6 +125,7 @@ class Evaluation:
                 else Timings(meaningful=False, note="timing disabled")
             )
             self.stats = self.kernel_stats()
+            notes += [n for n in self.interpreter_notes if n not in notes]
             return EvalResult(
                 status="ok",
                 correctness=self.correctness(),
@@ -153,6 +155,7 @@ class Evaluation:
                 "float64 reference (an ill-conditioned output: both are rounding differently)"
             )
         self.stats = self.kernel_stats()
+        notes += [n for n in self.interpreter_notes if n not in notes]
         return self.timed_result(base, timings, notes)
 
     def notes(self) -> list[str]:
@@ -845,7 +848,10 @@ class Evaluation:
         with contextlib.suppress(Verdict):
             got = self.req({"op": "stats"}, expect=("kernels",))
             kernels = got.message.get("kernels") or []
+            said = got.message.get("notes")
             got.close()
+            if isinstance(said, list):  # the candidate process's word, so only short strings
+                self.interpreter_notes = [n[:300] for n in said[:8] if isinstance(n, str)]
             out = []
             fields = {f.name for f in dataclasses.fields(KernelStats)}
             for k in kernels[:32]:

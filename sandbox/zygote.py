@@ -88,7 +88,7 @@ def _warm(device: str) -> None:
 
     from . import candidate, launches, timing, tritoncompat  # noqa: F401
 
-    tritoncompat.fix_interpreter_index()
+    tritoncompat.fix_interpreter()
     launches.install()
     if device == "cpu":
         from .warmup import warm_up
