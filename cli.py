@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import os
 import signal
 import sys
@@ -56,7 +57,7 @@ def _number(low: float, high: float | None = None, *, low_open: bool = False):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
         below = value <= low if low_open else value < low
-        if value != value or below or (high is not None and value > high):
+        if not math.isfinite(value) or below or (high is not None and value > high):
             bound = f"above {low:g}" if low_open else f"at least {low:g}"
             bound += f" and at most {high:g}" if high is not None else ""
             raise argparse.ArgumentTypeError(f"must be {bound}, got {text}")
@@ -978,7 +979,9 @@ def main(argv: list[str] | None = None) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             handlers[sig] = signal.signal(sig, _on_signal)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit flush
+        return code
     except UserError as e:
         print(f"kernelwright: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -993,7 +996,8 @@ def main(argv: list[str] | None = None) -> int:
         # flush does not fail again, say why on stderr, and exit as a process killed by SIGPIPE
         # would (141), which is what a shell's pipefail expects of a stopped writer.
         _silence_stdout()
-        print("kernelwright: stopped: the output was closed (broken pipe)", file=sys.stderr)
+        if args.command in ("optimize", "suite", "nightly", "chat"):  # work was cut short
+            print("kernelwright: stopped: the output was closed (broken pipe)", file=sys.stderr)
         return EXIT_BROKEN_PIPE
     finally:
         for sig, handler in handlers.items():

@@ -393,8 +393,9 @@ def _sizes_text(sizes: Mapping[str, Any]) -> str:
 
 
 def _sized_by(run: Mapping[str, Any], config: Mapping[str, Any]) -> str:
-    """ "task", "shape" or "shrink": run.json says so since it records it; before, its notes did
-    (the shrink wrote its sizes into config.shapes too, so those alone cannot tell)."""
+    """Why the sizes are what they are: "task", "shape" or "shrink". run.json records it now;
+    before, its notes said so (the shrink wrote its sizes into config.shapes too, so those alone
+    cannot tell)."""
     if run.get("sized_by") in ("task", "shape", "shrink"):
         return str(run["sized_by"])
     if any("task shrunk to" in str(n) for n in run.get("notes") or []):

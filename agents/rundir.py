@@ -506,12 +506,6 @@ def run_status(run: dict[str, Any]) -> str:
     return status
 
 
-def resume_command(run: dict[str, Any]) -> str:
-    """The command that continues an interrupted run."""
-    verb = "chat" if (run.get("config") or {}).get("chat") else "optimize"
-    return f"kernelwright {verb} --resume {run.get('run_id', '?')}"
-
-
 # -- starting and reopening runs ------------------------------------------------------------------
 def machine_has_cuda() -> bool:
     import torch

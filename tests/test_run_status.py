@@ -99,3 +99,14 @@ def test_a_closed_pipe_stops_the_run_resumable_and_without_a_traceback(tmp_path)
     code, printed, err = kw("optimize", "--resume", run["run_id"], "--out", out, *FAST)
     assert code == 0, printed + err
     assert json.loads((run_dir / "run.json").read_text())["status"] == "done"
+
+
+def test_a_listing_into_a_closed_pipe_ends_quietly(tmp_path):
+    """`kernelwright runs | head -1`: exit 141 as a writer killed by SIGPIPE, and nothing on
+    stderr (no BrokenPipeError from the interpreter's exit flush)."""
+    cmd = [sys.executable, "-m", "kernelwright.cli", "runs", "--out", str(tmp_path)]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    proc.stdout.close()  # the reader is gone before the listing is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and err == ""
