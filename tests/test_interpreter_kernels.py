@@ -14,9 +14,8 @@ from kernelwright.sandbox import EvalConfig, evaluate, tritoncompat
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
-# These cases are about the interpreter; the zoo (tests/test_zoo.py) covers the OS sandbox, which
-# cannot start from a worktree imported through a symlinked site directory.
-CONFIG = EvalConfig(timing=False, compile_baseline=False, os_sandbox=False)
+# Judged as every candidate is: in its own process, under the OS sandbox where it runs.
+CONFIG = EvalConfig(timing=False, compile_baseline=False)
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") != "1", reason="the interpreter's behaviour"
