@@ -21,6 +21,7 @@ import gc
 import json
 import math
 import os
+import re
 import resource
 import select
 import signal
@@ -64,7 +65,10 @@ _NEAR_LIMIT_SHARE = 1 / 16
 # Python 3.12+ warns on every fork of a process with threads (the pool's are such); the child
 # here is built not to need any lock another thread may hold (see the module's docstring).
 warnings.filterwarnings(
-    "ignore", message=r".*fork\(\) may lead to deadlocks", category=DeprecationWarning
+    "ignore",
+    message=r".*fork\(\) may lead to deadlocks",
+    category=DeprecationWarning,
+    module=re.escape(__name__),
 )
 
 

@@ -432,14 +432,10 @@ def _extended(
                 current = trial
                 break
     left = [s for s, v in slots.items() if current[s] == v and v % RATIO[1] == 0]
-    for group in (
-        left,
-        [s for s in left if slots[s] > SMALL_SIZE],
-    ):  # with the small ones, else not
-        trial = (
-            fits({**current, **{s: moves["ratio"][s] for s in group}}) if len(group) > 1 else None
-        )
-        if trial is not None:
+    large = [s for s in left if slots[s] > SMALL_SIZE]
+    for group in (left, large):  # with the small ones (num_heads), else without (a kernel size)
+        scaled = {**current, **{s: moves["ratio"][s] for s in group}}
+        if len(group) > 1 and (trial := fits(scaled)) is not None:
             return trial
     return current
 
