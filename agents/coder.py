@@ -12,6 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ..sandbox import checks
+from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
 from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
 from .llm import ChatClient, ChatReply, LLMError, Section, Usage, UsageLedger
@@ -112,12 +113,13 @@ def _is_candidate(source: str, *, complete: bool) -> bool:
 def source_problem(source: str | None, why_none: str = "") -> tuple[str | None, str | None]:
     """(rule, problem) that keeps `source` from the evaluator, or (None, None) when it may go.
 
-    The static checks are the evaluator's own (sandbox/checks.py), so a file rejected here would
-    be rejected there; the coder gets the same line-by-line message.
+    The static checks are the evaluator's own, bounded as the evaluator runs them (size, time
+    and memory: sandbox/bounded.py), so a file rejected here would be rejected there; the coder
+    gets the same line-by-line message.
     """
     if source is None:
         return "no-code", why_none or pick_code("")[1]
-    violations = checks.static_check(source)
+    violations = bounded_static_check(source)
     if not violations:
         return None, None
     return violations[0].rule, (
