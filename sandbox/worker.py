@@ -33,10 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from .config import EvalConfig
-from .evaluation import Evaluation, Verdict
+from .evaluation import (
+    Evaluation,
+    Verdict,
+    _interpreter_timings,
+    _one_line,
+    _sizes_text,
+    _Stopwatch,
+)
 from .isolation import isolate_network, set_limits
 from .remote import Sandbox
-from .results import Baseline, Environment, EvalResult, OpTime, Timings
+from .results import Baseline, Environment, EvalResult, OpTime
 
 # A warm judge is still replaced now and then: torch's caches only grow. Candidates never leave
 # anything behind here: each ran in a process of its own.
@@ -591,41 +598,11 @@ def _sandbox_device(torch, cuda: bool) -> str:
     return "cuda:all"
 
 
-def _clone(values: list[Any], torch) -> list[Any]:
-    return [v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v) for v in values]
-
-
-def _to64(values: list[Any], torch) -> list[Any]:
-    return [
-        v.to(torch.float64)
-        if isinstance(v, torch.Tensor) and v.is_floating_point()
-        else (v.clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v))
-        for v in values
-    ]
-
-
 def _dtype_of(model, torch):
     for p in list(model.parameters()) + list(model.buffers()):
         if p.is_floating_point():
             return p.dtype
     return torch.get_default_dtype()
-
-
-def _sizes_text(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "(no size constants)"
-
-
-def _one_line(e: BaseException) -> str:
-    text = f"{type(e).__name__}: {e}".strip().splitlines()
-    return text[0][:300] if text else type(e).__name__
-
-
-def _interpreter_timings() -> Timings:
-    return Timings(
-        meaningful=False,
-        note="no CUDA device: candidates ran under the Triton "
-        "interpreter, which checks correctness only; times are not meaningful",
-    )
 
 
 def _drop_from_import_path(home: Path) -> None:
@@ -635,21 +612,6 @@ def _drop_from_import_path(home: Path) -> None:
     is loaded by path and needs no entry."""
     real = os.path.realpath(home)
     sys.path[:] = [p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != real]
-
-
-class _Stopwatch:
-    """`with clock("step"):` adds the block's wall time to times["step"]."""
-
-    def __init__(self, times: dict[str, float]):
-        self.times = times
-
-    @contextlib.contextmanager
-    def __call__(self, name: str):
-        started = time.monotonic()
-        try:
-            yield
-        finally:
-            self.times[name] = self.times.get(name, 0.0) + time.monotonic() - started
 
 
 def _rounded(times: dict[str, float]) -> dict[str, float]:
