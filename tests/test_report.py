@@ -381,7 +381,8 @@ def test_run_json_fields_the_agents_write_are_honoured(tmp_path):
     )
     md = write_run_report(run_dir)["markdown"].read_text()
     assert "| Environment | cpu, torch 2.13.0, triton 3.7.0, Triton interpreter |" in md
-    assert "| 1 | 1 | two passes | duplicate | – | – | – | the same file as round_01/cand_0 |" in md
+    row = "| 1 | 1 | two passes | duplicate | – | – | – | – | the same file as round_01/cand_0 |"
+    assert row in md
 
 
 def test_a_duplicate_shows_the_candidate_it_repeats_with_its_verdict(tmp_path):
@@ -404,7 +405,7 @@ def test_a_duplicate_shows_the_candidate_it_repeats_with_its_verdict(tmp_path):
     files = write_run_report(run_dir)
     md, page = files["markdown"].read_text(), files["html"].read_text()
     assert "pending" not in md and "not evaluated yet" not in md
-    assert "| 2 | 0 | – | duplicate | – | – | – | duplicate of round_01/cand_0 " in md
+    assert "| 2 | 0 | – | duplicate | – | – | – | – | duplicate of round_01/cand_0 " in md
     assert "1 duplicate" in md and '<span class="badge pending">duplicate</span>' in page
     # A run killed before its finalize has no candidates in run.json: the events still say.
     (run_dir / "run.json").write_text(
