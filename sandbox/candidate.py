@@ -491,6 +491,14 @@ def classify(e: BaseException, what: str, path: str, cuda: bool) -> Refusal:
             "never reported by the candidate",
             "exit",
         )
+    bounds = _out_of_bounds(e)
+    if bounds is not None:  # the interpreter's bound check (tritoncompat), wrapped by Triton
+        return Refusal(
+            "runtime_error",
+            f"a kernel accessed memory outside the tensors it was given while {what}: {bounds}. "
+            "Mask every load and store to the tensor's extent.",
+            "out-of-bounds",
+        )
     if _is_compile_error(e):
         return Refusal("compile_error", f"Triton compilation failed while {what}:\n{text}")
     lower = str(e).lower()
@@ -513,6 +521,20 @@ def classify(e: BaseException, what: str, path: str, cuda: bool) -> Refusal:
         f"{type(e).__name__} while {what}:\n{text}",
         "cuda-fault" if fault else None,
     )
+
+
+def _out_of_bounds(e: BaseException) -> str | None:
+    """The message of an interpreter bound-check failure anywhere in e's chain, or None."""
+    from .tritoncompat import OutOfBounds
+
+    seen: set[int] = set()
+    err: BaseException | None = e
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, OutOfBounds):
+            return str(err)[:500]
+        err = err.__cause__ or err.__context__
+    return None
 
 
 def _candidate_traceback(e: BaseException, path: str) -> str:

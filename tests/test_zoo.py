@@ -24,7 +24,9 @@ MATMUL = HERE / "tasks" / "zoo_matmul.py"
 CHAINED = HERE / "tasks" / "chained_sizes.py"
 TUPLE = HERE / "tasks" / "tuple_sizes.py"
 CUDA = torch.cuda.is_available()
-WILD_POINTER = ("runtime_error", "cuda-fault") if CUDA else ("crashed", "signal")
+# On CPU the interpreter bound-checks every load and store (tritoncompat) before the address is
+# touched; on a GPU the device reports an illegal address.
+WILD_POINTER = ("runtime_error", "cuda-fault") if CUDA else ("runtime_error", "out-of-bounds")
 
 # A provider key in the evaluator's own environment: no candidate may ever see it.
 SECRET_NAME, SECRET_VALUE = "OPENAI_API_KEY", "sk-kernelwright-zoo-0123456789abcdef"
@@ -83,7 +85,6 @@ CASES = [
     # Crashes and hangs: the pool's watchdog and the worker's limits.
     Case("infinite_loop", "timeout", "wall-time", config={"timeout_s": 20.0}),
     Case("infinite_loop", "timeout", "cpu-time", config={"cpu_time_s": 3.0, "timeout_s": 300.0}),
-    # CPU: the interpreter dereferences unmapped memory (SIGSEGV); GPU: an illegal address.
     Case("wild_pointer_kernel", *WILD_POINTER),
     # The CPU allocator refuses 200 GB at once; a GPU raises OutOfMemoryError ("memory").
     Case("huge_allocation", "runtime_error", "memory"),
