@@ -83,6 +83,19 @@ def _shape(text: str) -> tuple[str, int | tuple[int, ...]]:
         ) from None
 
 
+def _add_max_memory(p: argparse.ArgumentParser) -> None:
+    """--max-memory GB, for eval and the search commands alike."""
+    p.add_argument(
+        "--max-memory",
+        dest="max_memory_gb",
+        type=_number(0.0, low_open=True),
+        default=None,
+        metavar="GB",
+        help="device memory a candidate may peak at (default: max(4x the reference's peak, "
+        "the reference's peak + 1 GiB))",
+    )
+
+
 def _duration(text: str) -> float:
     from .agents.config import parse_duration
 
@@ -754,15 +767,7 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
     )
     p.add_argument("--precision", choices=["strict", "tf32-ok"], default=None)
     p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")
-    p.add_argument(
-        "--max-memory",
-        dest="max_memory_gb",
-        type=_number(0.0, low_open=True),
-        default=None,
-        metavar="GB",
-        help="device memory a candidate may peak at (default: max(4x the reference's peak, "
-        "the reference's peak + 1 GiB))",
-    )
+    _add_max_memory(p)
     p.add_argument("--workers", type=_COUNT, help="evaluator worker processes")
     p.add_argument("--no-tune", action="store_true", help="skip the `# tune:` constant sweep")
     p.add_argument(
@@ -837,15 +842,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="wall-clock seconds for the candidate (default 180)",
     )
-    p.add_argument(
-        "--max-memory",
-        dest="max_memory_gb",
-        type=_number(0.0, low_open=True),
-        default=None,
-        metavar="GB",
-        help="device memory a candidate may peak at (default: max(4x the reference's peak, "
-        "the reference's peak + 1 GiB))",
-    )
+    _add_max_memory(p)
     p.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     p.add_argument("--cuda-graphs", action="store_true", help="time CUDA-graph replays")
     p.add_argument("--json", action="store_true", help="print the EvalResult as JSON")
