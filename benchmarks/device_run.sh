@@ -9,8 +9,8 @@
 # Then the device call carries [".whl", ".deb", "shared"] (shared/kernelbench copied into the
 # checkout's ignored shared/ for the suite step) and runs:
 #   bash benchmarks/device_run.sh [STEP ...]
-# with STEP among: gpu (pytest -m gpu), zoo, harness, memory, suite1 (KernelBench level 1, full
-# size). Everything it prints also lands in $OUT/device_run.log.
+# with STEP among: gpu (pytest -m gpu), zoo, harness, memory, suite1/suite2/suite3 (KernelBench
+# level 1/2/3, full size). Everything it prints also lands in $OUT/device_run.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -37,9 +37,24 @@ steps=("$@")
                 # The largest level-1 tasks by bytes moved (the judge's bound is checked there).
                 python3 benchmarks/memory_bench.py shared/kernelbench/level1/*.py \
                     --results "${OUT:-/tmp}/RESULTS-memory.md" ;;
-            suite1)
-                python3 -m kernelwright.cli suite shared/kernelbench/level1 --model offline \
-                    --out "${OUT:-/tmp}/suite1" --stop-after 8m ;;
+            suite1 | suite2 | suite3)
+                # Run directories stay in /tmp (too many files to come back); the three reports
+                # are copied to $OUT. SUITE_ARGS adds options (--stop-after, --rounds, ...).
+                level=${step#suite}
+                python3 -m kernelwright.cli suite "shared/kernelbench/level$level" --model offline \
+                    --out "/tmp/$step" --db "/tmp/$step.sqlite" ${SUITE_ARGS:---stop-after 8m}
+                # Every crashed or evaluator-error result, whole, into the log.
+                python3 - "/tmp/$step" <<'PY'
+import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*/round_*/cand_*/result.json")):
+    r = json.loads(f.read_text())
+    if r.get("status") == "crashed" or r.get("rule") == "evaluator":
+        print("##", f.parent.relative_to(sys.argv[1]), r.get("status"), r.get("rule"))
+        print(r.get("message", "")[:4000])
+PY
+                for f in /tmp/$step/suite*.md /tmp/$step/suite*.json; do
+                    [ -f "$f" ] && cp "$f" "${OUT:-/tmp}/$step-$(basename "$f")"
+                done ;;
             *) echo "unknown step $step" ;;
         esac
     done

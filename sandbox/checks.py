@@ -1221,6 +1221,8 @@ class Guard:
 
     def _write_problem(self, path: Any, dir_fd: Any = None) -> str | None:
         real = self._resolve(path, dir_fd)
+        if _open_channel(path, real):
+            return None
         if real == os.devnull:
             return None  # subprocess's DEVNULL: Triton builds its launcher with cc's output there
         if real is None or not _under(real, self.writable_roots) or _under(real, self.deny_paths):
@@ -1231,6 +1233,8 @@ class Guard:
         real = self._resolve(path, dir_fd)
         if real is None:
             return None if isinstance(path, int) else f"read {path!r}"
+        if _open_channel(path, real):
+            return None
         given = os.fsdecode(path) if isinstance(path, (str, bytes)) else real
         if _looks_secret(real) or _looks_secret(given) or _under(real, self.deny_paths):
             return f"read {real!r}, which looks like credentials or another process's data"
@@ -1248,12 +1252,41 @@ class Guard:
         else:  # os.posix_spawn(path, argv, env)
             program = args[0]
         name = os.path.basename(os.fsdecode(program))
-        if name not in COMPILER_TOOLS:
+        if name == "file":
+            # platform.architecture() runs `file -b <this interpreter>`; Triton's launcher build
+            # keys its cache on it (runtime/build.py). That exact call and no other.
+            if event != "subprocess.Popen" or not _is_interpreter_probe(args[1]):
+                return False
+        elif name not in COMPILER_TOOLS:
             return False
         found = program if os.sep in os.fsdecode(program) else _which(name)
         real = self._resolve(found) if found else None
         # A "ptxas" the candidate wrote into its own directory is not Triton's ptxas.
         return real is not None and not _under(real, self.writable_roots)
+
+
+def _is_interpreter_probe(argv: Any) -> bool:
+    if isinstance(argv, (str, bytes)) or len(argv) != 3:
+        return False
+    _, flag, target = (os.fsdecode(a) for a in argv)
+    try:
+        same = os.path.realpath(target) == os.path.realpath(sys.executable)
+    except (TypeError, ValueError, OSError):
+        return False
+    return flag == "-b" and same
+
+
+# What /proc/self/fd/N names for a descriptor that is no file: a pipe, a socket, an eventfd.
+_CHANNELS = ("pipe:[", "socket:[", "anon_inode:")
+
+
+def _open_channel(path: Any, real: str | None) -> bool:
+    """open(fd) of a pipe or socket the process already holds: no file is reached.
+
+    subprocess wraps the pipes of the compiler tools it runs (ptxas) with open(fd); on the GPU
+    every Triton compile does, and a rule on the name 'pipe:[N]' refused every kernel.
+    """
+    return isinstance(path, int) and real is not None and real.startswith(_CHANNELS)
 
 
 def _which(name: str) -> str | None:

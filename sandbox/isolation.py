@@ -90,7 +90,8 @@ def set_limits(*, max_file_mb: int) -> list[str]:
     size = max_file_mb * 2**20
     _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     if hard == resource.RLIM_INFINITY or hard > size:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        # The soft limit only: transport lifts it while sizing a memfd (memory, not a file).
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
         applied.append(f"rlimit-fsize={max_file_mb}MB")
     if os.getuid() != 0:
         # RLIMIT_NPROC counts every process of the user and root ignores it; the audit hook is

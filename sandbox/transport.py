@@ -20,6 +20,7 @@ import contextlib
 import json
 import mmap
 import os
+import resource
 import select
 import socket
 from dataclasses import dataclass
@@ -152,7 +153,12 @@ class SharedBuffer:
         self.nbytes = nbytes
         if fd is None:
             fd = os.memfd_create(name, os.MFD_CLOEXEC)
-            os.ftruncate(fd, nbytes)
+            try:
+                with _memory_not_a_file():
+                    os.ftruncate(fd, nbytes)
+            except OSError:
+                os.close(fd)
+                raise
         # mmap cannot map 0 bytes: an empty tensor gets a one-byte mapping it never reads.
         self.map = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.fd = fd
@@ -171,6 +177,26 @@ class SharedBuffer:
             with contextlib.suppress(OSError):
                 os.close(self.fd)
             self.fd = -1
+
+
+@contextlib.contextmanager
+def _memory_not_a_file():
+    """Lift RLIMIT_FSIZE's soft limit to its hard one while a memfd is sized.
+
+    The limit keeps a process from filling the disk; a memfd is memory, bounded by the memory
+    rule, and a 6 GB tensor of a KernelBench task would otherwise fail with EFBIG. Both sides
+    set only the soft limit (isolation.set_limits, zygote), and the candidate's guard denies
+    resource.setrlimit, so only this function lifts it.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if soft == hard:
+        yield
+        return
+    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 
 
 def describe(t: torch.Tensor, fd_index: int, *, contiguous: bool) -> dict[str, Any]:

@@ -196,7 +196,11 @@ class Worker:
             result, recycle = self.evaluate(request, config)
         except BaseException as e:  # the pool must always get a reply
             text = "".join(traceback.format_exception(e))
-            message = "internal evaluator error (a bug in kernelwright, not the candidate):\n"
+            last = traceback.format_exception_only(e)[-1].strip()
+            # The first line is what every summary shows: it names the error, the trace follows.
+            message = (
+                f"internal evaluator error (a bug in kernelwright, not the candidate): {last}\n"
+            )
             if request["kind"] == "baseline":
                 failed = Baseline(
                     status="crashed", message=message + text, environment=self.environment

@@ -115,7 +115,9 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
         )
         sys.path[:] = [p for p in sys.path if p not in ("", ".")]
         size = int(m["max_file_mb"]) * 2**20
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+        # The soft limit only: transport lifts it while sizing a memfd (memory, not a file).
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         import socket

@@ -70,5 +70,9 @@ def test_offline_run_on_the_gpu(tmp_path, monkeypatch):
     # The task's set-up, step by step: on a GPU torch.compile and the timing are among them.
     steps = run["profile"]["setup_s"]
     assert {"reference", "work_count", "device_ceilings", "torch_compile", "timing"} <= set(steps)
-    assert run["stop_reason"] in ("exhausted", "roofline", "no-candidate")
+    assert run["stop_reason"] in ("exhausted", "roofline")
+    # The fusion codegen's softmax is an honest kernel: refusing it is a bug (on the H200 every
+    # candidate was once refused by guard rules no CPU test reached, and this test still passed).
+    statuses = [c["status"] for c in run["candidates"]]
+    assert "ok" in statuses, [(c["status"], c.get("summary")) for c in run["candidates"]]
     _check_best(run, run_dir)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -70,3 +73,33 @@ def test_oversized_and_non_json_messages_are_protocol_errors():
             transport.receive(b, 1.0)
     finally:
         b.close()
+
+
+def test_a_tensor_larger_than_the_file_size_limit_travels(tmp_path):
+    """Both sides run under RLIMIT_FSIZE (512 MB): a memfd is memory, not a file.
+
+    On the H200 every level-1 task whose input is 6 GB ended `crashed [evaluator]`: sizing its
+    memfd failed with EFBIG. The soft limit is lifted only while a memfd is sized; files stay
+    limited.
+    """
+    script = textwrap.dedent(
+        """
+        import resource, torch
+        from kernelwright.sandbox import transport
+        _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+        t = torch.arange(1 << 20, dtype=torch.float32)  # 4 MB, 4x the limit
+        buffer, view = transport.export(t, keep_layout=False)
+        assert torch.equal(view, t) and buffer.nbytes == 4 << 20
+        assert resource.getrlimit(resource.RLIMIT_FSIZE)[0] == 1 << 20
+        try:
+            open("big.bin", "wb").write(bytes(2 << 20))
+        except OSError as e:
+            print("file limited:", e.errno)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "file limited: 27" in done.stdout
