@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import fnmatch
 import hashlib
 import json
 import sys
@@ -58,17 +59,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="folder the snapshot is written to")
     p.add_argument("--compare", type=Path, help="an earlier snapshot to compare with")
     p.add_argument("--dtype", action="append", choices=DTYPES, help="default: all three")
+    p.add_argument(
+        "--only",
+        action="append",
+        metavar="GLOB",
+        help="only tasks whose snapshot name matches (repeatable), e.g. '*level3__4*'; a "
+        "comparison then covers only those names",
+    )
     p.add_argument("tasks", nargs="*", type=Path, help="more task files")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+
+    def chosen(name: str) -> bool:
+        return not args.only or any(fnmatch.fnmatchcase(name, g) for g in args.only)
+
     for path in task_files(args.tasks):
+        if not chosen(label(path)):
+            continue
         for dtype in args.dtype or DTYPES:
             (args.out / f"{label(path)}.{dtype}.txt").write_text(emit(path, dtype))
-    written = sorted(f.name for f in args.out.glob("*.txt"))
+    written = sorted(f.name for f in args.out.glob("*.txt") if chosen(f.name))
     print(f"{len(written)} snapshot file(s) in {args.out}")
     if args.compare is None:
         return 0
-    before = sorted(f.name for f in args.compare.glob("*.txt"))
+    before = sorted(f.name for f in args.compare.glob("*.txt") if chosen(f.name))
     differ = 0
     for name in sorted(set(before) | set(written)):
         old, new = args.compare / name, args.out / name
