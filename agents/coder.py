@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from ..sandbox import checks
+from ..sandbox import rules
 from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
 from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
@@ -123,7 +123,7 @@ def source_problem(source: str | None, why_none: str = "") -> tuple[str | None, 
     if not violations:
         return None, None
     return violations[0].rule, (
-        "the evaluator's static checks reject the file:\n" + checks.format_violations(violations)
+        "the evaluator's static checks reject the file:\n" + rules.format_violations(violations)
     )
 
 
@@ -131,7 +131,7 @@ def source_problem(source: str | None, why_none: str = "") -> tuple[str | None, 
 def rule_lines() -> list[tuple[str, str]]:
     """(rule id, what it forbids) for every static and sandbox rule, read from the evaluator
     itself so the prompt never goes stale."""
-    return [*checks.RULES.items(), *checks.GUARD_RULES.items()]
+    return [*rules.RULES.items(), *rules.GUARD_RULES.items()]
 
 
 def examples_for(task_source: str, task_name: str) -> list[dict[str, str]]:

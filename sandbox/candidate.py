@@ -30,8 +30,9 @@ from typing import Any
 
 import torch
 
-from . import checks, launches, transport, tritoncompat
+from . import integrity, launches, transport, tritoncompat
 from .compare import flatten_outputs, storages_overlap
+from .guard import Guard
 from .task import Task, build_inputs, load_parameters, seeded, task_namespace
 
 # Earlier outputs kept to catch one reused or written again by a later call.
@@ -74,8 +75,8 @@ class CandidateServer:
         self.flush = None
         set_precision(precision)
         self.guard = install_guard(home)
-        self.base_threads = checks.python_threads()
-        self.snapshot = checks.integrity_snapshot()
+        self.base_threads = integrity.python_threads()
+        self.snapshot = integrity.integrity_snapshot()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -283,7 +284,7 @@ class CandidateServer:
         found = []
         for v in self.guard.violations:
             found.append({"rule": v.rule, "message": v.message})
-        diff = checks.integrity_diff(self.snapshot, checks.integrity_snapshot())
+        diff = integrity.integrity_diff(self.snapshot, integrity.integrity_snapshot())
         for rule, what in diff:
             found.append(
                 {
@@ -292,7 +293,7 @@ class CandidateServer:
                     "or precision flags is not allowed",
                 }
             )
-        extra = checks.python_threads() - self.base_threads
+        extra = integrity.python_threads() - self.base_threads
         if extra:
             found.append(
                 {
@@ -573,13 +574,13 @@ def _is_compile_error(e: BaseException) -> bool:
 
 def install_guard(
     home: Path, private: Path | None = None, also_trusted: list[str] | tuple[str, ...] = ()
-) -> checks.Guard:
+) -> Guard:
     """The candidate process's audit-hook guard: candidate code writes only under `home` and
     reads only there and in the installation. A layer of advice inside the candidate's own
     interpreter (its denials name the candidate's line); the walls are the process boundary
     and the operating-system sandbox. private: a directory of evaluator-generated code (as
     torch.compile writes) that counts as trusted; also_trusted: more such directories (tests)."""
-    guard = checks.Guard()
+    guard = Guard()
     guard.install(
         writable_roots=[str(home)],
         readable_roots=_readable_roots(home),

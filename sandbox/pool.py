@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from .bounded import bounded_static_check
-from .checks import format_violations
 from .config import EvalConfig
 from .isolation import rss_bytes, worker_env
 from .results import Baseline, Environment, EvalResult
+from .rules import format_violations
 
 # How long a new worker may take to import torch and Triton and warm up (cold disk: ~30 s).
 _START_TIMEOUT_S = 300.0
