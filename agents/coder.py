@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from ..sandbox import rules
+from ..sandbox import contract, rules
 from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
 from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
@@ -33,10 +33,12 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 # Few-shot files in the coder's prompt: 2 examples of ~70 lines teach the format without
 # crowding out the task (each costs ~1.5k tokens).
 MAX_EXAMPLES = 2
-ALLOWED_IMPORTS = (
-    "torch (not torch.compile, torch._dynamo, torch._inductor, CUDA streams or backend flags), "
-    "triton, triton.language, math, typing, functools, itertools, operator, dataclasses, "
-    "collections, enum"
+# The candidate contract's import allowlist (sandbox/contract.py), as the prompt words it.
+ALLOWED_IMPORTS = ", ".join(
+    "torch (not torch.compile, torch._dynamo, torch._inductor, CUDA streams or backend flags)"
+    if name == "torch"
+    else name
+    for name in contract.ALLOWED_IMPORTS
 )
 
 

@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from .config import cache_dir
+from .contract import torch_dtypes
 from .results import Roofline
 
 # A time under bound / IMPOSSIBLE_FACTOR is rejected as physically impossible. The ceilings are
@@ -31,7 +32,7 @@ from .results import Roofline
 # event fires: such small tasks can look up to (output bytes / total bytes) faster than HBM.
 IMPOSSIBLE_FACTOR = 1.25
 
-DTYPE_KEYS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+DTYPE_KEYS = {dtype: name for name, dtype in torch_dtypes().items()}
 
 # Measurement sizes: a 1 GiB copy (2 GiB moved) runs ~0.5 ms on an H200, long enough for events
 # to resolve it to <1%; matmuls of 8192^3 and 16384^3 (1.1 and 8.8 TFLOP) reach cuBLAS's best

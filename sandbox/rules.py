@@ -18,6 +18,8 @@ import builtins
 import dataclasses
 from collections.abc import Iterable
 
+from .contract import ALLOWED_IMPORTS
+
 
 @dataclasses.dataclass(frozen=True)
 class Violation:
@@ -35,9 +37,8 @@ class Violation:
 # Static rules (EvalResult.rule of a "rejected" candidate; "syntax" gives "compile_error").
 RULES: dict[str, str] = {
     "syntax": "the file does not parse",
-    "import": "an import outside the allowlist (torch, triton, triton.language, math, typing, "
-    "functools, itertools, operator, dataclasses, collections, enum, numbers, __future__), a "
-    "star or relative import, or a forbidden module or torch subsystem reached through another "
+    "import": f"an import outside the allowlist ({', '.join(ALLOWED_IMPORTS)}), a star or "
+    "relative import, or a forbidden module or torch subsystem reached through another "
     "(torch.os, torch.multiprocessing, torch.distributed)",
     "builtin": "eval/exec/compile/open/__import__/globals/locals/vars/breakpoint/input/exit/quit/"
     "SystemExit/delattr, setattr other than on self, getattr with a computed or underscore name, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from .aliases import _Aliases, _const_str, _dotted, _is_builtin_call, _root_name
+from .contract import ALLOWED_ROOTS
 from .pyparse import parse
 from .rules import (
     Violation,
@@ -20,10 +21,7 @@ from .rules import (
 # -- static checks: the tables ---------------------------------------------------------------------
 
 
-_ALLOWED_ROOTS = _words(
-    "torch triton math typing functools itertools operator dataclasses collections enum numbers "
-    "__future__"
-)
+_ALLOWED_ROOTS = ALLOWED_ROOTS
 
 # Modules a candidate must not reach even as an attribute of an allowed one: torch/__init__.py
 # does `import os, sys`, so `torch.os.system(...)` needs no import. (signal, random, select and

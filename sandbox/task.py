@@ -20,13 +20,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from .contract import torch_dtypes
 from .pyparse import compile_tree, parse, serialised
 
-DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-}
+DTYPES: dict[str, torch.dtype] = torch_dtypes()
 
 REQUIRED_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
