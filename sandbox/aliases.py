@@ -115,9 +115,9 @@ class _Aliases:
         positional = args.posonlyargs + args.args
         for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
             self._add(arg.arg, self.origins(default))
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
-            if default is not None:
-                self._add(arg.arg, self.origins(default))
+        for arg, kw_default in zip(args.kwonlyargs, args.kw_defaults):
+            if kw_default is not None:
+                self._add(arg.arg, self.origins(kw_default))
         if isinstance(node, ast.Lambda):
             return
         for sub in ast.walk(node):

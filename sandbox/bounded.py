@@ -172,7 +172,7 @@ def _limit(what: str) -> Violation:
 
 def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
     """Everything the child writes until it closes the pipe, and whether the deadline passed."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         left = deadline - time.monotonic()
         if left <= 0:

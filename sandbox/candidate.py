@@ -25,6 +25,7 @@ import os
 import socket
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ class CandidateServer:
         self.cuda = device != "cpu"
         self.device = torch.device("cuda", 0) if self.cuda else torch.device("cpu")
         self.dtype = dtype
-        self.module = None
+        self.module: types.ModuleType | None = None
         self.module_name = "kw_candidate"
         self.path = home / "candidate.py"
         self.task: Task | None = None
@@ -70,9 +71,9 @@ class CandidateServer:
         self.last_inputs: list[Any] = []
         self.block: list[Any] = []
         self.block_outputs: list[Any] = []
-        self.graph_runner = None
+        self.graph_runner: Any = None  # a timing._GraphRunner once CUDA graphs time a round
         self.graph_inputs: list[Any] = []
-        self.flush = None
+        self.flush: torch.Tensor | None = None
         set_precision(precision)
         self.guard = install_guard(home)
         self.base_threads = integrity.python_threads()
@@ -258,11 +259,11 @@ class CandidateServer:
         import importlib.util
 
         spec = importlib.util.spec_from_file_location(self.module_name, self.path)
-        module = importlib.util.module_from_spec(spec)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # a .py path has one
         sys.modules[self.module_name] = module
         self.module = module
         with self.candidate_code("importing the candidate"):
-            spec.loader.exec_module(module)
+            spec.loader.exec_module(module)  # type: ignore[union-attr]  # a .py path has a loader
 
     @contextlib.contextmanager
     def candidate_code(self, what: str):

@@ -408,7 +408,7 @@ def _compare_value(name: str, out: Any, ref: Any, tol: tuple[float, float]) -> M
     if out == ref:
         return None
     as_float = [float(v) if _is_number(v) else math.nan for v in (out, ref)]
-    return Mismatch(name, 1, 1, math.inf, math.inf, (((), *as_float),))
+    return Mismatch(name, 1, 1, math.inf, math.inf, (((), as_float[0], as_float[1]),))
 
 
 def _first(mask: torch.Tensor, o: torch.Tensor, r: torch.Tensor, offset: int, n: int):

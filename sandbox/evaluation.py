@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from . import transport
@@ -75,7 +76,7 @@ class Evaluation:
         self.w, self.ctx, self.config, self.request = worker, ctx, config, request
         self.torch = worker.torch
         self.serial = serial
-        self.proc = None
+        self.proc: Any = None  # the candidate process (remote.py), once spawned
         self.trials: list[int] = []  # seeds of the trials at the task's shape
         self.seeds: list[int] = []
         self.max_abs = self.max_rel = 0.0
@@ -84,7 +85,7 @@ class Evaluation:
         self.limit64: float | None = None
         self.deterministic: bool | None = None
         self.mismatch: Mismatch | None = None
-        self.shapes_checked: list[dict[str, int]] = []
+        self.shapes_checked: list[dict[str, int | tuple[int, ...]]] = []
         self.variant_checked = False
         self.phases: dict[str, float] = {}
         self.step = _Stopwatch(self.phases)
@@ -140,7 +141,7 @@ class Evaluation:
         with self.step("timing"):
             timings = self.time(remote=True)
         with self.step("clock"):
-            self.clock_check(timings.candidate.median_ms)
+            self.clock_check(timings.candidate.median_ms)  # type: ignore[union-attr]  # time() sets it
         with self.step("drift"):
             self.check_drift(calls=1, after="after timing")
         timings = dataclasses.replace(
@@ -183,7 +184,7 @@ class Evaluation:
     def timed_result(self, base, timings: Timings, notes: list[str]) -> EvalResult:
         from .roofline import is_impossible, roofline
 
-        cand = timings.candidate.median_ms
+        cand = timings.candidate.median_ms  # type: ignore[union-attr]  # time() sets it
         if self.ctx.work is None:  # the host clock of the evaluator's own tests: no roofline
             return EvalResult(
                 status="ok",
@@ -238,7 +239,7 @@ class Evaluation:
             raise Verdict("crashed", f"internal evaluator error: {e}", rule="worker-start") from e
 
     def req(
-        self, message: dict[str, Any], fds: list[int] = (), expect: tuple[str, ...] = ()
+        self, message: dict[str, Any], fds: Sequence[int] = (), expect: tuple[str, ...] = ()
     ) -> transport.Received:
         """One request to the candidate process; its failures and refusals become Verdicts.
 
@@ -321,7 +322,10 @@ class Evaluation:
     def call(self, name: str, inputs: list[Any], what: str, *, same_tensors: bool = False):
         """One checked call: (outputs as judge tensors, the inputs as forward left them)."""
         torch = self.torch
-        descs, fds, buffers, views = [], [], [], []
+        descs: list[dict[str, Any]] = []
+        fds: list[int] = []
+        buffers: list[Any] = []
+        views: list[Any] = []
         for x in inputs:
             if isinstance(x, torch.Tensor):
                 buffer, view = transport.export(x, keep_layout=True)
@@ -797,7 +801,8 @@ class Evaluation:
         with torch.no_grad():
             ref = ctx.main.ref(*inputs)
         if compare(out, ref, ctx.dtype) is not None:
-            self.judge_timed_mismatch(k, out, ref, inputs, failures := [])
+            failures: list[tuple[str, str]] = []
+            self.judge_timed_mismatch(k, out, ref, inputs, failures)
             if failures:
                 raise Verdict(
                     "incorrect", f"the clock check's call {k}: {failures[0][1]}", rule="drift"
@@ -1075,7 +1080,7 @@ def _mismatch_text(m: Mismatch) -> str:
     )
 
 
-def _sizes_text(sizes: dict[str, int]) -> str:
+def _sizes_text(sizes: dict[str, int | tuple[int, ...]]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "(no size constants)"
 
 

@@ -274,7 +274,7 @@ class Guard:
             lines.append(f"  {code.co_filename}:{frame.f_lineno} {code.co_name} [{kind}]")
             frame = frame.f_back
         try:
-            with open(self.trace_path, "a", encoding="utf-8") as f:
+            with open(self.trace_path, "a", encoding="utf-8") as f:  # type: ignore[arg-type]  # set
                 f.write("\n".join(lines) + "\n\n")
         except OSError:
             pass
@@ -580,7 +580,7 @@ _HANDLERS: dict[str, _Handler] = {
 }
 
 
-_FALLBACK_RULES = {
+_FALLBACK_RULES: dict[_Handler, str] = {
     _on_net: "sandbox-net",
     _on_ctypes: "sandbox-ctypes",
     _on_process: "sandbox-process",

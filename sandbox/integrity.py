@@ -222,7 +222,7 @@ def _state_readers() -> dict[str, Callable[[], object]]:
     readers: dict[str, Callable[[], object]] = {}
     for name in dir(module_mod):
         if name.startswith("_global_") and name.endswith("hooks"):
-            readers[f"torch.nn.modules.module.{name}"] = lambda name=name: tuple(
+            readers[f"torch.nn.modules.module.{name}"] = lambda name=name: tuple(  # type: ignore[misc]
                 getattr(module_mod, name).values()
             )
     readers["torch function modes"] = lambda: torch._C._len_torch_function_stack()

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +213,7 @@ class CandidateProcess:
         self.ended: dict[str, Any] | None = None
 
     def request(
-        self, message: dict[str, Any], fds: list[int] = (), *, deadline: float
+        self, message: dict[str, Any], fds: Sequence[int] = (), *, deadline: float
     ) -> transport.Received:
         """Send one request and wait for its reply until `deadline` (time.monotonic())."""
         try:

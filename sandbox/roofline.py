@@ -106,7 +106,9 @@ def count_work(model: torch.nn.Module, inputs: list[Any], outputs: Any) -> tuple
     and 990 TFLOP/s would change the bound by <0.1%).
     """
     flops, gathered = _forward_counts(model, inputs)
-    named = [("input", i, t) for i, t in enumerate(_tensors(inputs))]
+    named: list[tuple[str, int | str, torch.Tensor]] = [
+        ("input", i, t) for i, t in enumerate(_tensors(inputs))
+    ]
     named += [("param", n, t) for n, t in [*model.named_parameters(), *model.named_buffers()]]
     read = _distinct_bytes([t for _, _, t in named])
     for kind, key, t in named:
@@ -188,7 +190,7 @@ def _forward_counts(model: torch.nn.Module, inputs: list[Any]) -> tuple[int, dic
     state = {n: t for n, t in [*model.named_parameters(), *model.named_buffers()]}
 
     def counted(run, params: dict[str, torch.Tensor], args: list[Any]) -> tuple[int, dict]:
-        watched = {id(t): ("param", n) for n, t in params.items()}
+        watched: dict[int, tuple[str, str | int]] = {id(t): ("param", n) for n, t in params.items()}
         watched |= {id(t): ("input", i) for i, t in enumerate(_tensors(args))}
         counter, uses = FlopCounterMode(display=False), _GatherUse(watched)
         with torch.no_grad(), counter, uses:

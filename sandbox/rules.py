@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .contract import ALLOWED_IMPORTS
 
@@ -103,15 +104,18 @@ def format_violations(violations: Iterable[Violation]) -> str:
 # Bound now, at import: a candidate that replaces builtins (an isinstance that always says yes)
 # must not blind the code that is about to catch it. Same objects; the checks' modules import
 # them from here, so the names are looked up in each of those modules, never in builtins.
-isinstance, getattr, hasattr, callable, vars, type, len, repr, any, sorted = (
-    builtins.isinstance,
-    builtins.getattr,
-    builtins.hasattr,
-    builtins.callable,
-    builtins.vars,
-    builtins.type,
-    builtins.len,
-    builtins.repr,
-    builtins.any,
-    builtins.sorted,
-)
+if TYPE_CHECKING:  # the same objects: let the type checker narrow with them as with builtins
+    from builtins import any, callable, getattr, hasattr, isinstance, len, repr, sorted, type, vars  # noqa: UP029
+else:
+    isinstance, getattr, hasattr, callable, vars, type, len, repr, any, sorted = (
+        builtins.isinstance,
+        builtins.getattr,
+        builtins.hasattr,
+        builtins.callable,
+        builtins.vars,
+        builtins.type,
+        builtins.len,
+        builtins.repr,
+        builtins.any,
+        builtins.sorted,
+    )

@@ -269,7 +269,7 @@ class _Checker(ast.NodeVisitor):
         parent = self.parents.get(node)
         if isinstance(parent, (ast.Attribute, ast.Subscript)) and parent.value is node:
             return False
-        getattr_base = _is_builtin_call(parent, "getattr") and parent.args[:1] == [node]
+        getattr_base = _is_builtin_call(parent, "getattr") and parent.args[:1] == [node]  # type: ignore[arg-type,union-attr]  # a Call when true
         return not getattr_base
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -451,7 +451,7 @@ class _Checker(ast.NodeVisitor):
         ):
             self.add("introspection", node, _message("introspection", "a format string"))
 
-    def visit_MatchClass(self, node: ast.AST) -> None:
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
         for attr in node.kwd_attrs:
             self.check_attr_name(node, attr, f"case ...({attr}=...)")
         self.generic_visit(node)

@@ -455,7 +455,7 @@ class Worker:
             result = evaluation.run(base)
         except Verdict as v:
             result = EvalResult(
-                status=v.status,
+                status=v.status,  # type: ignore[arg-type]  # a Verdict's status is a Status
                 rule=v.rule,
                 message=v.message,
                 correctness=evaluation.correctness() if evaluation else None,
@@ -506,9 +506,9 @@ class Worker:
         self.phase(request, "timing")
         with clock("timing"):
             timings = Evaluation(self, ctx, config, request, self.evaluations).time(remote=False)
-        bytes_, flops = ctx.work
+        bytes_, flops = ctx.work  # type: ignore[misc]  # context() counted it
         rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
-        rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)
+        rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)  # type: ignore[union-attr]
         return Baseline(
             status="ok",
             timings=timings,
@@ -542,7 +542,7 @@ class Worker:
                 if not e.key.startswith("aten::"):
                     continue
                 if self.cuda:
-                    us = getattr(e, "self_device_time_total", None)
+                    us: Any = getattr(e, "self_device_time_total", None)
                     us = getattr(e, "self_cuda_time_total", 0) if us is None else us
                 else:
                     us = e.self_cpu_time_total
