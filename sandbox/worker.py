@@ -33,17 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from .config import EvalConfig
-from .evaluation import (
-    Evaluation,
-    Verdict,
-    _interpreter_timings,
-    _one_line,
-    _sizes_text,
-    _Stopwatch,
-)
+from .evaluation import Evaluation
 from .isolation import isolate_network, set_limits
 from .remote import Sandbox
 from .results import Baseline, Environment, EvalResult, OpTime
+from .timed import _interpreter_timings
+from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
 
 # A warm judge is still replaced now and then: torch's caches only grow. Candidates never leave
 # anything behind here: each ran in a process of its own.
