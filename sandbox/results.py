@@ -156,7 +156,7 @@ class Timings(_Capped):
     compiled_error: str | None = None  # torch.compile failing on the reference is not fatal
     cuda_graphs: bool = False
     # The judge's own wall clock over a block of back-to-back candidate calls, per call: the
-    # cross-check of the times the candidate process measured (see evaluation.clock_check).
+    # cross-check of the times the candidate process measured (see timed.clock_check).
     judge_ms_per_call: float | None = None
 
 
