@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .sandbox.contract import DTYPE_NAMES, PRECISION_POLICIES
+
 # Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input,
 # 3 a configured model answered no call (the run went on offline; --fallback-offline accepts it);
 # 130, 141 and 143 are 128 + SIGINT, SIGPIPE and SIGTERM, as for a process those signals killed.
@@ -144,7 +146,7 @@ def _night(text: str) -> str:
 def _add_task_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dtype",
-        choices=["fp32", "fp16", "bf16"],
+        choices=DTYPE_NAMES,
         default="fp32",
         help="cast model and floating inputs (as KernelBench does)",
     )
@@ -753,7 +755,7 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
     )
     p.add_argument(
         "--dtype",
-        choices=["fp32", "fp16", "bf16"],
+        choices=DTYPE_NAMES,
         default=None,
         help="cast model and floating inputs (default fp32)",
     )
@@ -765,7 +767,7 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
         metavar="NAME=VALUE",
         help="set a size constant of the task (repeatable; a tuple as NAME=3,5)",
     )
-    p.add_argument("--precision", choices=["strict", "tf32-ok"], default=None)
+    p.add_argument("--precision", choices=PRECISION_POLICIES, default=None)
     p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")
     _add_max_memory(p)
     p.add_argument("--workers", type=_COUNT, help="evaluator worker processes")
@@ -831,7 +833,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=_COUNT, default=None, help="correctness trials (default 3)")
     p.add_argument(
         "--precision",
-        choices=["strict", "tf32-ok"],
+        choices=PRECISION_POLICIES,
         default=None,
         help="strict (default): fp32 must be fp32-accurate; tf32-ok accepts TF32",
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from ..sandbox import checks
+from ..sandbox import contract, rules
 from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
 from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
@@ -33,10 +33,12 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 # Few-shot files in the coder's prompt: 2 examples of ~70 lines teach the format without
 # crowding out the task (each costs ~1.5k tokens).
 MAX_EXAMPLES = 2
-ALLOWED_IMPORTS = (
-    "torch (not torch.compile, torch._dynamo, torch._inductor, CUDA streams or backend flags), "
-    "triton, triton.language, math, typing, functools, itertools, operator, dataclasses, "
-    "collections, enum"
+# The candidate contract's import allowlist (sandbox/contract.py), as the prompt words it.
+ALLOWED_IMPORTS = ", ".join(
+    "torch (not torch.compile, torch._dynamo, torch._inductor, CUDA streams or backend flags)"
+    if name == "torch"
+    else name
+    for name in contract.ALLOWED_IMPORTS
 )
 
 
@@ -123,7 +125,7 @@ def source_problem(source: str | None, why_none: str = "") -> tuple[str | None, 
     if not violations:
         return None, None
     return violations[0].rule, (
-        "the evaluator's static checks reject the file:\n" + checks.format_violations(violations)
+        "the evaluator's static checks reject the file:\n" + rules.format_violations(violations)
     )
 
 
@@ -131,7 +133,7 @@ def source_problem(source: str | None, why_none: str = "") -> tuple[str | None, 
 def rule_lines() -> list[tuple[str, str]]:
     """(rule id, what it forbids) for every static and sandbox rule, read from the evaluator
     itself so the prompt never goes stale."""
-    return [*checks.RULES.items(), *checks.GUARD_RULES.items()]
+    return [*rules.RULES.items(), *rules.GUARD_RULES.items()]
 
 
 def examples_for(task_source: str, task_name: str) -> list[dict[str, str]]:

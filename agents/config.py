@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import jinja2
 
+from ..sandbox.contract import DType, PrecisionPolicy
 from .llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger
 from .shrink import CPU_INPUT_BYTES
 from .state import Budget
@@ -72,9 +73,9 @@ class RunConfig:
     budget_usd: float | None = None
     time_budget_s: float | None = None
     # What the evaluator judges.
-    dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
+    dtype: DType = "fp32"
     shapes: dict[str, int] = field(default_factory=dict)
-    precision: Literal["strict", "tf32-ok"] = "strict"
+    precision: PrecisionPolicy = "strict"
     trials: int | None = None  # correctness trials per candidate (None: EvalConfig's default)
     eval_timeout_s: float | None = None  # per candidate (None: EvalConfig's default)
     # Device memory a candidate may peak at, GB (None: max(4x the reference's, + 1 GiB)).

@@ -8,27 +8,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..sandbox.contract import ALLOWED_ROOTS
 from ..sandbox.pyparse import parse
 from .records import best_files, read_run
 from .rundir import without_best_header
 
-# What an exported module may import: the candidate contract's allowlist (sandbox/checks.py
-# enforces it on every candidate; checked again here so an export can never need kernelwright).
-STANDALONE_IMPORTS = frozenset(
-    {
-        "__future__",
-        "torch",
-        "triton",
-        "math",
-        "typing",
-        "functools",
-        "itertools",
-        "operator",
-        "dataclasses",
-        "collections",
-        "enum",
-    }
-)
+# What an exported module may import: the candidate contract's allowlist (sandbox/contract.py;
+# the static check enforces it on every candidate; checked again here so an export can never
+# need kernelwright).
+STANDALONE_IMPORTS = ALLOWED_ROOTS
 
 
 class ExportError(Exception):

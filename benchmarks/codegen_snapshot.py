@@ -22,8 +22,10 @@ import json
 import sys
 from pathlib import Path
 
+from kernelwright.sandbox.contract import DTYPE_NAMES
+
 ROOT = Path(__file__).resolve().parent.parent
-DTYPES = ("fp32", "fp16", "bf16")
+DTYPES = DTYPE_NAMES
 
 
 def task_files(extra: list[Path]) -> list[Path]:

@@ -29,8 +29,9 @@ import threading
 import time
 import warnings
 
-from .checks import Violation, static_check
 from .pyparse import serialised
+from .rules import Violation
+from .static import static_check
 
 # KernelBench candidates and prompts/examples are 2-6 KB; the fusion codegen's largest output on
 # benchmarks/level2 is 16 KB. 256 KiB is 16x that. The costliest text measured near that size:
@@ -47,7 +48,7 @@ STATIC_CHECK_MEMORY_BYTES = 1 << 30
 MAX_VIOLATIONS = 100
 MAX_VIOLATION_CHARS = 500
 
-# Rules of this module (EvalResult.rule of a "rejected" candidate), beside checks.RULES.
+# Rules of this module (EvalResult.rule of a "rejected" candidate), beside rules.RULES.
 LIMIT_RULES: dict[str, str] = {
     "source-size": f"a candidate file larger than {MAX_SOURCE_BYTES // 1024} KiB (UTF-8)",
     "static-check-limit": f"a file the static checks could not read within "
@@ -73,7 +74,7 @@ warnings.filterwarnings(
 
 
 def bounded_static_check(source: str, filename: str = "candidate.py") -> list[Violation]:
-    """`checks.static_check(source)` with the source size, time and memory of the check bounded.
+    """`static.static_check(source)` with the source size, time and memory of the check bounded.
 
     A source over MAX_SOURCE_BYTES gives one "source-size" violation; a check that runs past
     STATIC_CHECK_TIMEOUT_S or STATIC_CHECK_MEMORY_BYTES gives one "static-check-limit"
@@ -171,7 +172,7 @@ def _limit(what: str) -> Violation:
 
 def _read_until(fd: int, deadline: float) -> tuple[bytes, bool]:
     """Everything the child writes until it closes the pipe, and whether the deadline passed."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         left = deadline - time.monotonic()
         if left <= 0:

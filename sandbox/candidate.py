@@ -25,13 +25,15 @@ import os
 import socket
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import checks, launches, transport, tritoncompat
+from . import integrity, launches, transport, tritoncompat
 from .compare import flatten_outputs, storages_overlap
+from .guard import Guard
 from .task import Task, build_inputs, load_parameters, seeded, task_namespace
 
 # Earlier outputs kept to catch one reused or written again by a later call.
@@ -60,7 +62,7 @@ class CandidateServer:
         self.cuda = device != "cpu"
         self.device = torch.device("cuda", 0) if self.cuda else torch.device("cpu")
         self.dtype = dtype
-        self.module = None
+        self.module: types.ModuleType | None = None
         self.module_name = "kw_candidate"
         self.path = home / "candidate.py"
         self.task: Task | None = None
@@ -69,13 +71,13 @@ class CandidateServer:
         self.last_inputs: list[Any] = []
         self.block: list[Any] = []
         self.block_outputs: list[Any] = []
-        self.graph_runner = None
+        self.graph_runner: Any = None  # a timing._GraphRunner once CUDA graphs time a round
         self.graph_inputs: list[Any] = []
-        self.flush = None
+        self.flush: torch.Tensor | None = None
         set_precision(precision)
         self.guard = install_guard(home)
-        self.base_threads = checks.python_threads()
-        self.snapshot = checks.integrity_snapshot()
+        self.base_threads = integrity.python_threads()
+        self.snapshot = integrity.integrity_snapshot()
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -257,11 +259,11 @@ class CandidateServer:
         import importlib.util
 
         spec = importlib.util.spec_from_file_location(self.module_name, self.path)
-        module = importlib.util.module_from_spec(spec)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # a .py path has one
         sys.modules[self.module_name] = module
         self.module = module
         with self.candidate_code("importing the candidate"):
-            spec.loader.exec_module(module)
+            spec.loader.exec_module(module)  # type: ignore[union-attr]  # a .py path has a loader
 
     @contextlib.contextmanager
     def candidate_code(self, what: str):
@@ -283,7 +285,7 @@ class CandidateServer:
         found = []
         for v in self.guard.violations:
             found.append({"rule": v.rule, "message": v.message})
-        diff = checks.integrity_diff(self.snapshot, checks.integrity_snapshot())
+        diff = integrity.integrity_diff(self.snapshot, integrity.integrity_snapshot())
         for rule, what in diff:
             found.append(
                 {
@@ -292,7 +294,7 @@ class CandidateServer:
                     "or precision flags is not allowed",
                 }
             )
-        extra = checks.python_threads() - self.base_threads
+        extra = integrity.python_threads() - self.base_threads
         if extra:
             found.append(
                 {
@@ -573,13 +575,13 @@ def _is_compile_error(e: BaseException) -> bool:
 
 def install_guard(
     home: Path, private: Path | None = None, also_trusted: list[str] | tuple[str, ...] = ()
-) -> checks.Guard:
+) -> Guard:
     """The candidate process's audit-hook guard: candidate code writes only under `home` and
     reads only there and in the installation. A layer of advice inside the candidate's own
     interpreter (its denials name the candidate's line); the walls are the process boundary
     and the operating-system sandbox. private: a directory of evaluator-generated code (as
     torch.compile writes) that counts as trusted; also_trusted: more such directories (tests)."""
-    guard = checks.Guard()
+    guard = Guard()
     guard.install(
         writable_roots=[str(home)],
         readable_roots=_readable_roots(home),

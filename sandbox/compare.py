@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .contract import PRECISION_POLICIES
 from .results import Mismatch
 
 # (atol, rtol) per evaluation dtype, the one table every comparison uses. An element passes when
@@ -59,7 +60,7 @@ PRECISION_FLOOR: dict[torch.dtype, float] = {
 # bits (relative error <= 2^-11), a product carries two such errors: ~2^-10 relative at most per
 # term; measured 2.9e-4 with randn inputs, 3.4x below.
 TF32_FLOOR = 2.0**-10
-POLICIES = ("strict", "tf32-ok")
+POLICIES = PRECISION_POLICIES
 # Under the Triton interpreter (CPU) fp32 -> bf16 conversions truncate instead of rounding to
 # nearest (triton 3.7: 2.0409 is stored as 2.03125 where torch gives 2.046875; fp16 rounds
 # correctly): an honest bf16 kernel's outputs carry up to one more bf16 ulp (2^-7 relative) than
@@ -407,7 +408,7 @@ def _compare_value(name: str, out: Any, ref: Any, tol: tuple[float, float]) -> M
     if out == ref:
         return None
     as_float = [float(v) if _is_number(v) else math.nan for v in (out, ref)]
-    return Mismatch(name, 1, 1, math.inf, math.inf, (((), *as_float),))
+    return Mismatch(name, 1, 1, math.inf, math.inf, (((), as_float[0], as_float[1]),))
 
 
 def _first(mask: torch.Tensor, o: torch.Tensor, r: torch.Tensor, offset: int, n: int):

@@ -7,10 +7,9 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-DType = Literal["fp32", "fp16", "bf16"]
-PrecisionPolicy = Literal["strict", "tf32-ok"]
+from .contract import DType, PrecisionPolicy
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:

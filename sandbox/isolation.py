@@ -6,6 +6,8 @@ import ctypes
 import ctypes.util
 import os
 import resource
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from .config import cache_dir
@@ -41,6 +43,40 @@ ENV_ALLOW = frozenset(
 ENV_ALLOW_PREFIXES = ("TRITON_", "TORCHINDUCTOR_", "CUBLAS_", "CUDNN_")
 # Never passed even if they match a prefix above.
 ENV_DENY_SUBSTRINGS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+# The candidate process (remote.py's zygote) inherits less than the worker: ENV_ALLOW without
+# these (remote.py sets PYTHONPATH and CUDA_VISIBLE_DEVICES itself; the others it never passed),
+# and no torch.compile knobs, which only the worker's reference uses; NVIDIA_* container knobs.
+CANDIDATE_ENV_WITHHELD = frozenset(
+    {
+        "LC_CTYPE",
+        "TERM",
+        "PYTHONPATH",
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "NCCL_NVLS_ENABLE",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "NVSHMEM_DISABLE_NVLS",
+        "KERNELWRIGHT_CACHE_DIR",
+    }
+)
+CANDIDATE_ENV_ALLOW = ENV_ALLOW - CANDIDATE_ENV_WITHHELD
+CANDIDATE_ENV_PREFIXES = (
+    *(p for p in ENV_ALLOW_PREFIXES if p != "TORCHINDUCTOR_"),
+    "NVIDIA_",
+)
+
+
+def allowlisted(
+    parent: Mapping[str, str], names: AbstractSet[str], prefixes: tuple[str, ...]
+) -> dict[str, str]:
+    """The variables of `parent` named in `names` or starting with one of `prefixes`, except any
+    whose name looks like a secret (ENV_DENY_SUBSTRINGS)."""
+    return {
+        name: value
+        for name, value in parent.items()
+        if (name in names or name.startswith(prefixes))
+        and not any(s in name.upper() for s in ENV_DENY_SUBSTRINGS)
+    }
 
 
 def worker_env(parent: dict[str, str], *, home: Path, private: Path, device: str) -> dict[str, str]:
@@ -50,11 +86,7 @@ def worker_env(parent: dict[str, str], *, home: Path, private: Path, device: str
     private: the evaluator's own directory beside it, which candidate code may neither read nor
     write: torch.compile of the reference keeps its generated code there.
     """
-    env = {}
-    for name, value in parent.items():
-        allowed = name in ENV_ALLOW or name.startswith(ENV_ALLOW_PREFIXES)
-        if allowed and not any(s in name.upper() for s in ENV_DENY_SUBSTRINGS):
-            env[name] = value
+    env = allowlisted(parent, ENV_ALLOW, ENV_ALLOW_PREFIXES)
     # The measured device ceilings are shared by every worker on the machine (the user's cache,
     # not the worker's throwaway home): measured once per GPU, not once per pool.
     env.setdefault("KERNELWRIGHT_CACHE_DIR", str(cache_dir(parent)))

@@ -37,7 +37,7 @@ def install() -> None:
     _installed = True
 
 
-def _wrap(cls: type) -> None:
+def _wrap(cls: Any) -> None:
     original = cls.run
 
     def run(self, *args, **kwargs):
@@ -99,7 +99,7 @@ def kernel_stats(module_name: str) -> tuple[KernelStats, ...]:
 
 def _compiled_variants(kernel: Any) -> list[Any]:
     """CompiledKernel objects in a JITFunction's per-device caches (layout differs by version)."""
-    found = []
+    found: list[Any] = []
     caches = getattr(kernel, "device_caches", None) or {}
     for entry in caches.values():
         cache = entry[0] if isinstance(entry, tuple) else entry

@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from .bounded import bounded_static_check
-from .checks import format_violations
 from .config import EvalConfig
 from .isolation import rss_bytes, worker_env
-from .results import Baseline, Environment, EvalResult
+from .results import Baseline, Environment, EvalResult, Status
+from .rules import format_violations
 
 # How long a new worker may take to import torch and Triton and warm up (cold disk: ~30 s).
 _START_TIMEOUT_S = 300.0
@@ -141,8 +141,8 @@ class _WorkerProcess:
             return {"type": "garbage", "text": line[:200].decode(errors="replace")}
 
     def send(self, message: dict[str, Any]) -> None:
-        self.proc.stdin.write((json.dumps(message) + "\n").encode())
-        self.proc.stdin.flush()
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())  # type: ignore[union-attr]  # PIPE
+        self.proc.stdin.flush()  # type: ignore[union-attr]  # stdin=PIPE
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -161,7 +161,7 @@ class _WorkerProcess:
     def stop(self) -> None:
         """Ask politely (EOF on stdin), then kill the group; remove the worker's directory."""
         try:
-            self.proc.stdin.close()
+            self.proc.stdin.close()  # type: ignore[union-attr]  # stdin=PIPE
         except OSError:
             pass
         try:
@@ -373,7 +373,7 @@ class EvalPool:
         violations = bounded_static_check(job.source)
         if not violations:
             return None
-        status = "compile_error" if violations[0].rule == "syntax" else "rejected"
+        status: Status = "compile_error" if violations[0].rule == "syntax" else "rejected"
         return EvalResult(
             status=status,
             rule=violations[0].rule,
@@ -536,7 +536,7 @@ class EvalPool:
             "shape_overrides": dict(effective.overrides),
         }
 
-    def _failure(self, job: _Job, status: str, rule: str | None, message: str):
+    def _failure(self, job: _Job, status: Status, rule: str | None, message: str):
         identity = self._identity(job)
         env = self.environment or Environment()
         if job.kind == "baseline":

@@ -17,32 +17,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from . import bwrap, transport
-from .isolation import rss_bytes
+from .isolation import CANDIDATE_ENV_ALLOW, CANDIDATE_ENV_PREFIXES, allowlisted, rss_bytes
 
 # A new zygote imports torch and Triton (cold disk: ~30 s, warm ~2-4 s).
 _START_TIMEOUT_S = 300.0
 _POLL_S = 0.2
 _LOG_TAIL_BYTES = 16384
 _LOG_TAIL_LINES = 25
-# Variables the candidate process may see (the zygote starts from an empty environment).
-_PASS_ENV = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "TZ",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "LD_LIBRARY_PATH",
-    "OPENBLAS_CORETYPE",
-    "OPENBLAS_L2_SIZE",
-    "KERNELWRIGHT_GUARD_TRACE",
-)
-_PASS_PREFIXES = ("TRITON_", "CUBLAS_", "CUDNN_", "NVIDIA_")
-_DENY = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 
 
 class CandidateFailure(Exception):
@@ -227,7 +213,7 @@ class CandidateProcess:
         self.ended: dict[str, Any] | None = None
 
     def request(
-        self, message: dict[str, Any], fds: list[int] = (), *, deadline: float
+        self, message: dict[str, Any], fds: Sequence[int] = (), *, deadline: float
     ) -> transport.Received:
         """Send one request and wait for its reply until `deadline` (time.monotonic())."""
         try:
@@ -352,13 +338,9 @@ def _descendants(pid: int | None) -> list[int]:
 
 
 def _sandbox_env(parent: os._Environ | dict, device: str, home: Path) -> dict[str, str]:
-    """The zygote's whole environment: allowlisted names only, nothing that looks like a secret."""
-    env = {
-        k: v
-        for k, v in parent.items()
-        if (k in _PASS_ENV or k.startswith(_PASS_PREFIXES))
-        and not any(s in k.upper() for s in _DENY)
-    }
+    """The zygote's whole environment: allowlisted names only, nothing that looks like a secret
+    (it starts from an empty environment; isolation.py holds the allowlist)."""
+    env = allowlisted(parent, CANDIDATE_ENV_ALLOW, CANDIDATE_ENV_PREFIXES)
     env.update(
         HOME=str(home),
         TMPDIR=str(home),

@@ -156,7 +156,7 @@ class Timings(_Capped):
     compiled_error: str | None = None  # torch.compile failing on the reference is not fatal
     cuda_graphs: bool = False
     # The judge's own wall clock over a block of back-to-back candidate calls, per call: the
-    # cross-check of the times the candidate process measured (see evaluation.clock_check).
+    # cross-check of the times the candidate process measured (see timed.clock_check).
     judge_ms_per_call: float | None = None
 
 
@@ -364,11 +364,11 @@ def _from_jsonable(tp: Any, data: Any) -> Any:
         return {k: _from_jsonable(vt, v) for k, v in data.items()}
     if dataclasses.is_dataclass(tp):
         if not isinstance(data, dict):
-            raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")
+            raise TypeError(f"expected an object for {tp.__name__}, got {type(data).__name__}")  # type: ignore[union-attr]  # tp: a class
         hints = typing.get_type_hints(tp)
         known = {f.name for f in dataclasses.fields(tp)}
         kwargs = {k: _from_jsonable(hints[k], v) for k, v in data.items() if k in known}
-        return tp(**kwargs)
+        return tp(**kwargs)  # type: ignore[operator]  # tp is a dataclass type, not an instance
     if tp is float:
         if isinstance(data, str) and data in _FLOAT_WORDS:
             return _FLOAT_WORDS[data]

@@ -19,6 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from .config import cache_dir
+from .contract import torch_dtypes
 from .results import Roofline
 
 # A time under bound / IMPOSSIBLE_FACTOR is rejected as physically impossible. The ceilings are
@@ -31,7 +32,7 @@ from .results import Roofline
 # event fires: such small tasks can look up to (output bytes / total bytes) faster than HBM.
 IMPOSSIBLE_FACTOR = 1.25
 
-DTYPE_KEYS = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+DTYPE_KEYS = {dtype: name for name, dtype in torch_dtypes().items()}
 
 # Measurement sizes: a 1 GiB copy (2 GiB moved) runs ~0.5 ms on an H200, long enough for events
 # to resolve it to <1%; matmuls of 8192^3 and 16384^3 (1.1 and 8.8 TFLOP) reach cuBLAS's best
@@ -105,7 +106,9 @@ def count_work(model: torch.nn.Module, inputs: list[Any], outputs: Any) -> tuple
     and 990 TFLOP/s would change the bound by <0.1%).
     """
     flops, gathered = _forward_counts(model, inputs)
-    named = [("input", i, t) for i, t in enumerate(_tensors(inputs))]
+    named: list[tuple[str, int | str, torch.Tensor]] = [
+        ("input", i, t) for i, t in enumerate(_tensors(inputs))
+    ]
     named += [("param", n, t) for n, t in [*model.named_parameters(), *model.named_buffers()]]
     read = _distinct_bytes([t for _, _, t in named])
     for kind, key, t in named:
@@ -187,7 +190,7 @@ def _forward_counts(model: torch.nn.Module, inputs: list[Any]) -> tuple[int, dic
     state = {n: t for n, t in [*model.named_parameters(), *model.named_buffers()]}
 
     def counted(run, params: dict[str, torch.Tensor], args: list[Any]) -> tuple[int, dict]:
-        watched = {id(t): ("param", n) for n, t in params.items()}
+        watched: dict[int, tuple[str, str | int]] = {id(t): ("param", n) for n, t in params.items()}
         watched |= {id(t): ("input", i) for i, t in enumerate(_tensors(args))}
         counter, uses = FlopCounterMode(display=False), _GatherUse(watched)
         with torch.no_grad(), counter, uses:

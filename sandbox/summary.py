@@ -132,5 +132,5 @@ def _roofline_line(r: Roofline, of: str = "candidate") -> str:
     )
 
 
-def _sizes(sizes: dict[str, int]) -> str:
+def _sizes(sizes: dict[str, int | tuple[int, ...]]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "default"

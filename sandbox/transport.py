@@ -23,8 +23,9 @@ import os
 import resource
 import select
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -85,7 +86,7 @@ def channel_pair() -> tuple[socket.socket, socket.socket]:
     return a, b
 
 
-def send(sock: socket.socket, message: dict[str, Any], fds: list[int] = ()) -> None:
+def send(sock: socket.socket, message: dict[str, Any], fds: Sequence[int] = ()) -> None:
     data = json.dumps(message, separators=(",", ":")).encode()
     if len(data) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {len(data)} bytes is over {MAX_MESSAGE_BYTES}")
@@ -141,9 +142,9 @@ def receive(sock: socket.socket, timeout: float | None) -> Received | None:
 def span(t: torch.Tensor) -> tuple[int, int]:
     """(first, count) elements of t's storage that t can reach (strides are never negative)."""
     if t.numel() == 0:
-        return t.storage_offset(), 0
+        return t.storage_offset(), 0  # type: ignore[return-value]  # never a SymInt: real tensors
     last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
-    return t.storage_offset(), last + 1
+    return t.storage_offset(), last + 1  # type: ignore[return-value]  # never a SymInt: real tensors
 
 
 class SharedBuffer:
@@ -205,7 +206,7 @@ def describe(t: torch.Tensor, fd_index: int, *, contiguous: bool) -> dict[str, A
         stride, offset = _contiguous_strides(tuple(t.shape)), 0
     else:
         first, _ = span(t)
-        stride, offset = list(t.stride()), t.storage_offset() - first
+        stride, offset = list(t.stride()), t.storage_offset() - first  # type: ignore[assignment]
     return {
         "dtype": str(t.dtype).removeprefix("torch."),
         "shape": list(t.shape),
@@ -281,7 +282,7 @@ def rebuild(desc: Any, fds: list[int], *, max_bytes: int) -> tuple[SharedBuffer,
     return buffer, flat.as_strided(tuple(shape), tuple(stride), offset)
 
 
-def _ints(value: Any) -> bool:
+def _ints(value: Any) -> TypeGuard[list[int]]:
     return isinstance(value, list) and all(
         isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**48 for v in value
     )

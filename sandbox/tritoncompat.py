@@ -487,7 +487,7 @@ def _fix_bounds(interp) -> bool:
             _check(args[ptr_at], mask, what)
             return original(self, *args)
 
-        checked.__wrapped__ = original  # type: ignore[attr-defined]
+        checked.__wrapped__ = original
         setattr(builder, name, checked)
 
     wrap("create_masked_load", 0, 1, "load")

@@ -33,17 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from .config import EvalConfig
-from .evaluation import (
-    Evaluation,
-    Verdict,
-    _interpreter_timings,
-    _one_line,
-    _sizes_text,
-    _Stopwatch,
-)
+from .evaluation import Evaluation
 from .isolation import isolate_network, set_limits
 from .remote import Sandbox
 from .results import Baseline, Environment, EvalResult, OpTime
+from .timed import _interpreter_timings
+from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
 
 # A warm judge is still replaced now and then: torch's caches only grow. Candidates never leave
 # anything behind here: each ran in a process of its own.
@@ -455,7 +450,7 @@ class Worker:
             result = evaluation.run(base)
         except Verdict as v:
             result = EvalResult(
-                status=v.status,
+                status=v.status,  # type: ignore[arg-type]  # a Verdict's status is a Status
                 rule=v.rule,
                 message=v.message,
                 correctness=evaluation.correctness() if evaluation else None,
@@ -506,9 +501,9 @@ class Worker:
         self.phase(request, "timing")
         with clock("timing"):
             timings = Evaluation(self, ctx, config, request, self.evaluations).time(remote=False)
-        bytes_, flops = ctx.work
+        bytes_, flops = ctx.work  # type: ignore[misc]  # context() counted it
         rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
-        rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)
+        rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)  # type: ignore[union-attr]
         return Baseline(
             status="ok",
             timings=timings,
@@ -542,7 +537,7 @@ class Worker:
                 if not e.key.startswith("aten::"):
                     continue
                 if self.cuda:
-                    us = getattr(e, "self_device_time_total", None)
+                    us: Any = getattr(e, "self_device_time_total", None)
                     us = getattr(e, "self_cuda_time_total", 0) if us is None else us
                 else:
                     us = e.self_cpu_time_total

@@ -28,7 +28,7 @@ from kernelwright.agents.state import (
     best_candidate,
 )
 from kernelwright.agents.tester import evaluate_candidate, sweep, tunables, with_values
-from kernelwright.sandbox import checks
+from kernelwright.sandbox import rules
 from kernelwright.sandbox.results import Correctness, EvalResult, KernelStats, Mismatch, Roofline
 
 pytest_plugins = ["fake_openai"]
@@ -433,7 +433,7 @@ def test_coder_prompt_states_the_contract_and_every_rule(tmp_path) -> None:
     state = {"round": 1, "plans": [PLAN], "candidates": [], "critiques": []}
     messages = coder_mod.coder_messages(state, ctx, PLAN, PLAN.ideas[0], 1, 1)
     text = json.dumps([str(s.text) for m in messages for s in m["content"]])
-    for rule in [*checks.RULES, *checks.GUARD_RULES]:
+    for rule in [*rules.RULES, *rules.GUARD_RULES]:
         assert f"`{rule}`" in text, rule
     assert "class ModelNew(nn.Module)" in text and "def get_inputs" in text
     assert "### gelu" in text  # the example named after the task's op comes first

@@ -11,8 +11,8 @@ import pytest
 
 from kernelwright.sandbox import EvalConfig, EvalPool, bounded
 from kernelwright.sandbox.bounded import MAX_SOURCE_BYTES, bounded_static_check
-from kernelwright.sandbox.checks import static_check
 from kernelwright.sandbox.pyparse import parse
+from kernelwright.sandbox.static import static_check
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "prompts" / "examples").glob("*.py"))

@@ -9,7 +9,8 @@ import pytest
 from test_fusion_harness import TASKS, task_path
 
 from kernelwright.agents.fusion import FusionResult, generate
-from kernelwright.sandbox.checks import format_violations, static_check
+from kernelwright.sandbox.rules import format_violations
+from kernelwright.sandbox.static import static_check
 from kernelwright.sandbox.task import load_task
 
 GENERATED = sorted(

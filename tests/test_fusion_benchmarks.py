@@ -10,7 +10,8 @@ import pytest
 
 from kernelwright.agents.fusion import generate
 from kernelwright.sandbox import EvalConfig, evaluate
-from kernelwright.sandbox.checks import format_violations, static_check
+from kernelwright.sandbox.rules import format_violations
+from kernelwright.sandbox.static import static_check
 from kernelwright.sandbox.task import load_task, shrink_overrides
 
 ROOT = Path(__file__).parent.parent

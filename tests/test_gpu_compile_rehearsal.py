@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_checks import HARNESS_RULES
+from test_guard import HARNESS_RULES
 
 CANDIDATE = '''
 import triton
@@ -146,7 +146,7 @@ def test_the_launcher_build_runs_under_the_guard(tmp_path):
 
 def test_file_is_allowed_only_for_the_interpreter(tmp_path):
     # The one `file` call allowed is platform's probe of this interpreter: not a file of choice.
-    from kernelwright.sandbox.checks import _is_interpreter_probe
+    from kernelwright.sandbox.places import _is_interpreter_probe
 
     assert _is_interpreter_probe(["file", "-b", sys.executable])
     assert not _is_interpreter_probe(["file", "-b", "/etc/shadow"])

@@ -69,3 +69,31 @@ def test_the_seccomp_filter_compiles_and_refuses_the_listed_calls():
     if program is None:
         pytest.skip("libseccomp (pyseccomp) is not available here")
     assert len(program) % 8 == 0 and len(program) > 8 * len(bwrap.DENIED_SYSCALLS) // 2
+
+
+def test_the_candidate_process_inherits_only_its_allowlist(tmp_path):
+    """The zygote's environment: isolation.py's allowlist, narrower than the worker's."""
+    from kernelwright.sandbox.remote import _sandbox_env
+
+    parent = {
+        "PATH": "/usr/bin",
+        "LANG": "C.UTF-8",
+        "TERM": "xterm",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "KERNELWRIGHT_CACHE_DIR": "/cache",
+        "TORCHINDUCTOR_CACHE_DIR": "/inductor",
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "TRITON_CACHE_DIR": "/triton",
+        "TRITON_API_KEY": "sk-nope",
+        "OPENAI_API_KEY": "sk-nope",
+    }
+    env = _sandbox_env(parent, "cpu", tmp_path)
+    assert {"LANG", "NVIDIA_VISIBLE_DEVICES", "TRITON_CACHE_DIR"} <= set(env)
+    assert not {
+        "TERM",
+        "CUDA_DEVICE_ORDER",
+        "KERNELWRIGHT_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+    } & set(env)
+    assert not any("sk-" in value for value in env.values())
+    assert env["HOME"] == str(tmp_path) and env["CUDA_VISIBLE_DEVICES"] == ""

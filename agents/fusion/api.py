@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from ...sandbox.contract import torch_dtypes
 from ...sandbox.pyparse import serialised
 from . import ops, taskload
 from .assemble import assemble
@@ -27,7 +28,7 @@ from .symbolic import bind_constants
 from .trace import Unsupported, build_model, propagate, trace
 from .tunables import TUNABLES
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = torch_dtypes()
 WRITERS = {POINTWISE: write_pointwise, ROW: write_row, SPLIT: write_split, MATMUL: write_matmul}
 
 

@@ -1,5 +1,6 @@
-"""The timed calls' output check: an allclose miss on an ill-conditioned output is judged against
-float64 (as accurate as eager: passes, with a note), a memoised or stale output fails."""
+"""sandbox/timed.py, the timed calls' output check: an allclose miss on an ill-conditioned output
+is judged against float64 (as accurate as eager: passes, with a note), a memoised or stale output
+fails."""
 
 from __future__ import annotations
 

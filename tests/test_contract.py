@@ -1,0 +1,44 @@
+"""Tests of sandbox/contract.py: every statement of the candidate contract takes it from there."""
+
+from __future__ import annotations
+
+import typing
+
+import torch
+
+from kernelwright.agents import coder, config, export
+from kernelwright.sandbox import compare, contract, rules, static, task
+from kernelwright.sandbox.config import EvalConfig
+from kernelwright.sandbox.static import static_check
+
+
+def test_dtype_names_map_to_torch_dtypes():
+    assert contract.DTYPE_NAMES == ("fp32", "fp16", "bf16")
+    assert contract.torch_dtypes() == {
+        "fp32": torch.float32,
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+    }
+    assert contract.torch_dtypes() == task.DTYPES
+
+
+def test_configs_and_comparison_take_the_names_from_the_contract():
+    hints = typing.get_type_hints(EvalConfig)
+    assert typing.get_args(hints["dtype"]) == contract.DTYPE_NAMES
+    assert typing.get_args(hints["precision"]) == contract.PRECISION_POLICIES
+    run_hints = typing.get_type_hints(config.RunConfig)
+    assert typing.get_args(run_hints["dtype"]) == contract.DTYPE_NAMES
+    assert typing.get_args(run_hints["precision"]) == contract.PRECISION_POLICIES
+    assert compare.POLICIES == contract.PRECISION_POLICIES == ("strict", "tf32-ok")
+
+
+def test_static_check_export_and_prompt_agree_on_allowed_imports():
+    assert static._ALLOWED_ROOTS == contract.ALLOWED_ROOTS == export.STANDALONE_IMPORTS
+    for name in contract.ALLOWED_IMPORTS:
+        assert name in coder.ALLOWED_IMPORTS
+        assert name in rules.RULES["import"]
+        source = (
+            f"import {name}\n" if name != "__future__" else "from __future__ import annotations\n"
+        )
+        assert not [v for v in static_check(source) if v.rule == "import"], name
+    assert [v.rule for v in static_check("import os\n")][:1] == ["import"]
