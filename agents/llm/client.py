@@ -450,7 +450,12 @@ class ChatClient:
         max_tokens: int | None = None,
     ) -> ChatReply:
         """One request, retried. `original`: the unfitted messages, fitted again when the server
-        states a smaller window than we assumed (once per call)."""
+        states a smaller window than we assumed (once per call).
+
+        Not the SDK's max_retries (it is 0, see build_openai_client): that loop logs no event per
+        retry and counts no attempts, retries every 429 (insufficient_quota too) and every
+        timeout, waits out a Retry-After of up to two minutes where we give up past retry_max_s,
+        knows no call budget, and never retries a stream cut after its first byte."""
         attempts, failures, timeouts = 0, 0, 0
         refitted, stream = False, self.config.stream
         downgrades: set[tuple[str, Any]] = set()  # each at most once per call: no ping-pong
