@@ -15,7 +15,7 @@ from ..sandbox import contract, rules
 from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
 from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
-from .llm import ChatClient, ChatReply, LLMError, Section, Usage, UsageLedger
+from .llm import AgentUsage, ChatClient, ChatReply, LLMError, Section, UsageLedger
 from .state import (
     Candidate,
     Idea,
@@ -243,7 +243,7 @@ def llm_candidate(
             rule = "truncated"
     write_llm_files(ctx, round_no, index, replies, source)
     if rule == "truncated":  # answered, and billed, but unusable: the report counts it so
-        client.ledger.record("coder", Usage(unusable=1))
+        client.ledger.record("coder", AgentUsage(unusable=1))
     candidate = Candidate(
         round=round_no,
         index=index,

@@ -94,7 +94,7 @@ class RunConfig:
     cpu_input_bytes: int = CPU_INPUT_BYTES
     # The fusion codegen's kernel joins round 1 as an extra candidate when an LLM codes.
     fusion_seed: bool = True
-    # Where things go. The response cache is agents/llm.py's (KERNELWRIGHT_CACHE_DIR);
+    # Where things go. The response cache is agents/llm/cache.py's (KERNELWRIGHT_CACHE_DIR);
     # no_cache skips reading it (replies are still stored).
     out_dir: str = "runs"
     no_cache: bool = False

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
+from .llm import AgentUsage
+
 # Why a run stopped, as run.json and the report record it.
 StopReason = Literal[
     "patience",  # no better verified kernel for `patience` rounds
@@ -131,46 +133,8 @@ class Candidate(BaseModel):
         return bool(((self.result or {}).get("timings") or {}).get("meaningful"))
 
 
-class AgentUsage(BaseModel):
-    """LLM usage of one agent (or the whole run); agents/llm.py's Usage says what each counts."""
-
-    calls: int = 0  # answered, cached ones included
-    cached_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-    failed_calls: int = 0  # failed for good, past their retries
-    refused_calls: int = 0  # not sent: the circuit breaker had switched the endpoint off
-    unusable: int = 0  # answered, but unusable (invalid JSON after the repair, cut off)
-    retries: int = 0
-    failures: dict[str, int] = Field(default_factory=dict)  # why calls failed: kind -> count
-    last_error: str = ""
-
-    @property
-    def tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def __add__(self, other: AgentUsage) -> AgentUsage:
-        failures = dict(self.failures)
-        for kind, n in other.failures.items():
-            failures[kind] = failures.get(kind, 0) + n
-        return AgentUsage(
-            calls=self.calls + other.calls,
-            cached_calls=self.cached_calls + other.cached_calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cost_usd=self.cost_usd + other.cost_usd,
-            failed_calls=self.failed_calls + other.failed_calls,
-            refused_calls=self.refused_calls + other.refused_calls,
-            unusable=self.unusable + other.unusable,
-            retries=self.retries + other.retries,
-            failures=failures,
-            last_error=other.last_error or self.last_error,
-        )
-
-
 class Usage(BaseModel):
-    """LLM usage per agent; the run's total is their sum."""
+    """LLM usage per agent (agents/llm/usage.py's AgentUsage); the run's total is their sum."""
 
     per_agent: dict[str, AgentUsage] = Field(default_factory=dict)
 
@@ -179,15 +143,9 @@ class Usage(BaseModel):
         return sum(self.per_agent.values(), AgentUsage())
 
     @classmethod
-    def of(cls, per_agent: dict[str, Any]) -> Usage:
-        """From a UsageLedger's by_agent() (agents/llm.py's Usage objects)."""
-        fields = AgentUsage.model_fields
-        return cls(
-            per_agent={
-                name: AgentUsage(**{f: _plain(getattr(u, f)) for f in fields})
-                for name, u in per_agent.items()
-            }
-        )
+    def of(cls, per_agent: Mapping[str, AgentUsage]) -> Usage:
+        """From a UsageLedger's by_agent()."""
+        return cls(per_agent=dict(per_agent))
 
     def to_dict(self) -> dict[str, Any]:
         """run.json's usage block: totals plus per_agent."""
@@ -195,10 +153,6 @@ class Usage(BaseModel):
             **self.total.model_dump(),
             "per_agent": {k: v.model_dump() for k, v in sorted(self.per_agent.items())},
         }
-
-
-def _plain(value: Any) -> Any:
-    return dict(value) if isinstance(value, Mapping) else value
 
 
 def add_usage(left: Usage | None, right: Usage | None) -> Usage:
@@ -225,8 +179,8 @@ class Budget(BaseModel):
         Without `rounds_done` only tokens, cost and time are checked (before an LLM call).
         """
         total = usage.total
-        if self.tokens is not None and total.tokens >= self.tokens:
-            return "tokens", f"token budget spent: {total.tokens} of {self.tokens}"
+        if self.tokens is not None and total.total_tokens >= self.tokens:
+            return "tokens", f"token budget spent: {total.total_tokens} of {self.tokens}"
         if self.usd is not None and total.cost_usd >= self.usd:
             return "cost", f"cost budget spent: ${total.cost_usd:.4f} of ${self.usd:.4f}"
         if self.seconds is not None and elapsed_s >= self.seconds:

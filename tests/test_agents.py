@@ -14,11 +14,10 @@ from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
 from kernelwright.agents import coder as coder_mod
 from kernelwright.agents.config import RunConfig, llm_configs, parse_duration, resolve_config
 from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
-from kernelwright.agents.llm import UsageLedger
+from kernelwright.agents.llm import AgentUsage, UsageLedger
 from kernelwright.agents.progress import RunProgress
 from kernelwright.agents.rundir import finalize, format_event
 from kernelwright.agents.state import (
-    AgentUsage,
     Candidate,
     Critique,
     Idea,

@@ -1,7 +1,7 @@
-"""agents/llm.py against providers' documented failures (issue 19), through the real openai
-client and the scripted server's provider modes (tests/fake_openai.py): Azure's 429, vLLM's
-context window, finish_reason length and content_filter, reasoning models under other names,
-<think> blocks, timeouts, and the circuit breaker."""
+"""agents/llm/client.py against providers' documented failures (issue 19), through the real
+openai client and the scripted server's provider modes (tests/fake_openai.py): Azure's 429,
+vLLM's context window, finish_reason length and content_filter, reasoning models under other
+names, <think> blocks, timeouts, and the circuit breaker."""
 
 from __future__ import annotations
 
@@ -26,16 +26,15 @@ from fake_openai import (
 )
 
 from kernelwright.agents.llm import (
-    CONTINUE_INSTRUCTION,
     ChatClient,
     Endpoints,
     LLMConfig,
     LLMError,
     PromptTooLarge,
     ResponseCache,
-    context_limits,
-    split_reasoning,
 )
+from kernelwright.agents.llm.errors import context_limits
+from kernelwright.agents.llm.replies import CONTINUE_INSTRUCTION, split_reasoning
 
 pytest_plugins = ["fake_openai"]
 

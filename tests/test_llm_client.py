@@ -1,71 +1,22 @@
-"""agents/llm.py through the real openai client against the scripted local server."""
+"""agents/llm/client.py through the real openai client against the scripted local server."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import pickle
-import socket
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import openai
-import pydantic
 import pytest
-from fake_openai import (
-    FAKE_API_KEY,
-    FakeOpenAI,
-    drop,
-    error,
-    garbage,
-    reply,
-    stall,
-)
+from fake_openai import FAKE_API_KEY, drop, error, garbage, reply, stall
+from test_llm_support import KERNEL, TASK, USER, VALID, Verdict, client_for, prompt_with_history
 
-from kernelwright.agents import llm
-from kernelwright.agents.llm import (
-    ChatClient,
-    LLMConfig,
-    LLMError,
-    PromptTooLarge,
-    ResponseCache,
-    Section,
-    Usage,
-    UsageLedger,
-    count_tokens,
-    encoding_for,
-    fit_messages,
-    parse_structured,
-    retry_after_s,
-)
+from kernelwright.agents.llm import AgentUsage, ChatClient, LLMConfig, LLMError, count_tokens
 
 # The `fake_openai` fixture (a started server, env pointing at it) lives in tests/fake_openai.py.
 pytest_plugins = ["fake_openai"]
 
-USER = [{"role": "user", "content": "Say hello."}]
 
-
-class Verdict(pydantic.BaseModel):
-    """A stand-in for the critic's schema."""
-
-    action: str
-    reasons: list[str]
-    confidence: float
-
-
-VALID = json.dumps({"action": "continue", "reasons": ["spills"], "confidence": 0.5})
-
-
-def client_for(server: FakeOpenAI, events: list | None = None, **changes) -> ChatClient:
-    """A client configured from the fixture's environment, with test-specific changes."""
-    config = LLMConfig.from_env(**changes)
-    assert config.base_url == server.url
-    return ChatClient(config, on_event=None if events is None else events.append)
-
-
-# -- plain replies, usage, cost ------------------------------------------------------------------
 def test_plain_reply_usage_and_cost(fake_openai):
     fake_openai.script([reply("Hello!", usage=(1000, 200))])
     events: list[dict] = []
@@ -84,13 +35,6 @@ def test_plain_reply_usage_and_cost(fake_openai):
     assert usage["calls"] == 1 and usage["per_agent"]["planner"]["prompt_tokens"] == 1000
     assert [e["event"] for e in events] == ["llm.call"]
     assert events[0]["agent"] == "planner" and events[0]["cost_usd"] == pytest.approx(0.00027)
-
-
-def test_unknown_model_costs_zero_with_a_note(fake_openai):
-    fake_openai.script([reply("hi", usage=(50, 5))])
-    client = client_for(fake_openai, model="my-local-coder")
-    assert client.chat(USER, agent="coder").cost_usd == 0.0
-    assert any("my-local-coder" in note for note in client.ledger.to_dict()["notes"])
 
 
 def test_streaming_assembles_deltas_and_takes_usage_from_last_chunk(fake_openai):
@@ -119,7 +63,6 @@ def test_streaming_without_usage_counts_with_tiktoken(fake_openai):
     assert got.prompt_tokens == count_tokens(USER, "gpt-4o-mini")
 
 
-# -- retries ------------------------------------------------------------------------------------
 def test_429_honours_retry_after(fake_openai):
     fake_openai.script([error(429, headers={"Retry-After": "1"}), reply("ok")])
     events: list[dict] = []
@@ -130,13 +73,6 @@ def test_429_honours_retry_after(fake_openai):
     assert 0.95 <= waited < 1.6, waited  # the backoff base is 10 ms: only Retry-After explains 1 s
     [retry] = [e for e in events if e["event"] == "llm.retry"]
     assert retry["kind"] == "rate_limit" and retry["status"] == 429 and retry["wait_s"] == 1.0
-
-
-def test_retry_after_ms_wins_and_http_dates_parse():
-    assert retry_after_s({"retry-after-ms": "250", "Retry-After": "9"}) == 0.25
-    assert retry_after_s({"Retry-After": "3"}) == 3.0
-    assert retry_after_s({"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # in the past
-    assert retry_after_s({"x-other": "1"}) is None
 
 
 def test_500_then_success(fake_openai):
@@ -209,14 +145,6 @@ def test_unknown_model_404_lists_the_served_models(fake_openai):
     assert info.value.kind == "bad_request" and "fake-local-model" in str(info.value)
 
 
-def test_llm_error_pickles_and_rejects_unknown_kinds():
-    err = pickle.loads(pickle.dumps(LLMError("timeout", "slow", status=408, attempts=3)))
-    assert (err.kind, err.message, err.status, err.attempts) == ("timeout", "slow", 408, 3)
-    with pytest.raises(ValueError, match="unknown LLMError kind"):
-        LLMError("oops", "x")
-
-
-# -- structured replies -------------------------------------------------------------------------
 def test_structured_valid_first_time(fake_openai):
     fake_openai.script([reply(f"```json\n{VALID}\n```")])
     verdict, got = client_for(fake_openai).structured(USER, Verdict, agent="critic")
@@ -291,14 +219,6 @@ def test_other_400_is_a_bad_request_without_retry(fake_openai):
     assert info.value.kind == "bad_request" and len(fake_openai.chat_requests) == 1
 
 
-def test_parse_structured_finds_json_in_prose():
-    text = f"Here is my verdict:\n{VALID}\nHope that helps."
-    assert parse_structured(text, Verdict).action == "continue"
-    with pytest.raises(ValueError, match="no JSON object"):
-        parse_structured("   ", Verdict)
-
-
-# -- the response cache -------------------------------------------------------------------------
 def test_cache_hit_makes_no_call_and_replays_identically(fake_openai):
     fake_openai.script([reply("the same kernel", usage=(100, 10))])
     client = client_for(fake_openai)
@@ -306,17 +226,8 @@ def test_cache_hit_makes_no_call_and_replays_identically(fake_openai):
     again = client_for(fake_openai).chat(USER, agent="coder")  # a new client: a new run
     assert len(fake_openai.chat_requests) == 1
     assert again.text == first.text and again.cached and again.cost_usd == 0.0
-    assert again.attempts == 0 and again.usage == Usage(calls=1, cached_calls=1)
+    assert again.attempts == 0 and again.usage == AgentUsage(calls=1, cached_calls=1)
     assert Path(LLMConfig.from_env().cache_path).exists()
-
-
-def test_cache_key_separates_models_params_and_schemas():
-    key = ResponseCache.key
-    base = key("m", USER, {"temperature": 0.2}, None)
-    assert base == key("m", list(USER), {"temperature": 0.2}, None)
-    assert len({base, key("m2", USER, {"temperature": 0.2}, None)}) == 2
-    assert len({base, key("m", USER, {"temperature": 0.7}, None)}) == 2
-    assert len({base, key("m", USER, {"temperature": 0.2}, "Plan")}) == 2
 
 
 def test_no_cache_calls_the_server_and_still_writes(fake_openai, monkeypatch):
@@ -330,47 +241,6 @@ def test_no_cache_calls_the_server_and_still_writes(fake_openai, monkeypatch):
     assert len(fake_openai.chat_requests) == 2
 
 
-def test_cache_is_wal_and_shared_by_threads(tmp_path):
-    cache = ResponseCache(tmp_path / "c.sqlite")
-    mode = cache._connection().execute("PRAGMA journal_mode").fetchone()[0]
-    assert mode == "wal"
-
-    def write(i: int) -> None:
-        for j in range(20):
-            cache.put(f"k{i}-{j}", "m", {"text": str(j)})
-
-    threads = [threading.Thread(target=write, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(cache) == 80 and cache.get("k3-19") == {"text": "19"}
-
-
-_WRITER = """
-import sys
-from kernelwright.agents.llm import ResponseCache
-cache = ResponseCache(sys.argv[1])
-for j in range(40):
-    cache.put(f"{sys.argv[2]}-{j}", "m", {"text": str(j)})
-    assert cache.get(f"{sys.argv[2]}-{j}") == {"text": str(j)}
-"""
-
-
-def test_cache_is_safe_for_concurrent_processes(tmp_path):
-    path = tmp_path / "shared.sqlite"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(path), f"p{i}"], stderr=subprocess.PIPE
-        )
-        for i in range(3)
-    ]
-    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
-    assert [p.returncode for p in procs] == [0, 0, 0], errors
-    assert len(ResponseCache(path)) == 120
-
-
-# -- concurrency, sharing -----------------------------------------------------------------------
 def test_concurrency_limit_holds_across_threads(fake_openai):
     fake_openai.script([reply("slow", delay_s=0.15, times=None)])
     client = client_for(fake_openai, max_concurrency=2, use_cache=False)
@@ -428,28 +298,6 @@ def test_rejected_optional_params_are_dropped(fake_openai):
     assert [("temperature" in r.body) for r in fake_openai.chat_requests] == [True, False]
 
 
-def test_usage_ledger_sums_and_round_trips():
-    ledger = UsageLedger()
-
-    def add() -> None:
-        for _ in range(100):
-            ledger.record("coder", Usage(1, 0, 10, 2, 0.001))
-
-    threads = [threading.Thread(target=add) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    ledger.record("critic", Usage(1, 1, 0, 0, 0.0))
-    total = ledger.total()
-    assert (total.calls, total.cached_calls, total.prompt_tokens) == (401, 1, 4000)
-    assert total.cost_usd == pytest.approx(0.4)
-    again = UsageLedger.from_dict(json.loads(json.dumps(ledger.to_dict())))
-    assert again.by_agent()["coder"].completion_tokens == 800
-    assert set(ledger.to_dict()) >= {"calls", "prompt_tokens", "cost_usd", "per_agent"}
-
-
-# -- the fake server itself ---------------------------------------------------------------------
 def test_fake_server_routes_by_system_prompt(fake_openai):
     fake_openai.route("You are the planner", [reply("plan A"), reply("plan B")])
     fake_openai.route("You are the critic", [reply("verdict")])
@@ -481,26 +329,6 @@ def test_fake_server_lists_models(fake_openai):
     assert "gpt-4o-mini" in client_for(fake_openai).list_models()
 
 
-# -- configuration ------------------------------------------------------------------------------
-def test_from_env_precedence_and_offline(monkeypatch):
-    env = {"OPENAI_API_KEY": "k", "KERNELWRIGHT_MODEL": "gpt-4o", "KERNELWRIGHT_TIMEOUT_S": "7"}
-    config = LLMConfig.from_env(env=env)
-    assert (config.model, config.timeout_s, config.api_key) == ("gpt-4o", 7.0, "k")
-    flagged = LLMConfig.from_env("gpt-4.1-mini", env=env, timeout_s=3.0, max_retries=None)
-    assert (flagged.model, flagged.timeout_s, flagged.max_retries) == ("gpt-4.1-mini", 3.0, 4)
-    assert not config.offline and config.window == 128_000
-    assert LLMConfig.from_env(env={}).offline  # no key, no server
-    assert LLMConfig.from_env("offline", env=env).offline
-    local = LLMConfig.from_env("qwen2.5-coder", env={"OPENAI_BASE_URL": "http://localhost:8000/v1"})
-    assert not local.offline and local.window == llm.DEFAULT_CONTEXT_WINDOW
-    reasoning = LLMConfig.from_env("o3", env=env)
-    assert reasoning.temperature is None
-    priced = LLMConfig.from_env(env={**env, "KERNELWRIGHT_PRICES": '{"gpt-4o": [1, 2]}'})
-    assert priced.price() == (1, 2) and priced.cost_usd(10**6, 10**6) == 3.0
-    with pytest.raises(TypeError, match="no field"):
-        LLMConfig.from_env(env=env, bogus=1)
-
-
 def test_azure_client_points_at_the_fake_server(fake_openai, monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL")
     monkeypatch.delenv("KERNELWRIGHT_MODEL")
@@ -517,108 +345,6 @@ def test_azure_client_points_at_the_fake_server(fake_openai, monkeypatch):
     [sent] = fake_openai.chat_requests
     assert sent.path == "/openai/deployments/kw-gpt4o/chat/completions"
     assert "api-version=2024-10-21" in sent.query and sent.headers["api-key"] == "azure-key"
-
-
-# -- tokens -------------------------------------------------------------------------------------
-def test_tiktoken_works_with_the_network_blocked(tmp_path, monkeypatch):
-    import requests
-    import tiktoken.registry
-
-    def refuse(*args, **kwargs):
-        raise OSError("network access in a test")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(requests, "get", refuse)
-    monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})  # force a load from disk
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "tiktoken"))
-    assert llm.ensure_tiktoken_offline() == tmp_path / "tiktoken"
-    assert len(list((tmp_path / "tiktoken").iterdir())) == 2  # cl100k_base and o200k_base
-    assert count_tokens("hello world", "gpt-4o") == 2
-    assert encoding_for("gpt-4").name == "cl100k_base"
-    assert count_tokens("def f(x):\n    return x * 2\n", "gpt-4") > 5
-    assert encoding_for("my-local-llama-70b").name == "o200k_base"
-    assert encoding_for("openai/gpt-4o-mini").name == "o200k_base"
-    assert encoding_for("text-davinci-003").name == "o200k_base"  # p50k is not bundled
-
-
-def test_count_tokens_for_messages_adds_framing():
-    text = "hello world"
-    assert count_tokens([{"role": "user", "content": text}], "gpt-4o") == 2 + 1 + 3 + 3
-
-
-# -- fitting prompts ----------------------------------------------------------------------------
-TASK = "class Model(nn.Module):\n" + "".join(f"    # task line {i}\n" for i in range(60))
-KERNEL = "@triton.jit\ndef _k(x_ptr):\n" + "".join(f"    # kernel line {i}\n" for i in range(60))
-LOG = "FIRST: compile error at line 12\n" + "".join(
-    f"  frame {i}: in triton/compiler.py\n" for i in range(400)
-) + "LAST: ValueError: shape mismatch"  # fmt: skip
-
-
-def prompt_with_history() -> list[dict]:
-    history = [
-        {"role": "user", "content": f"round {i} feedback " + "blah " * 200, "trim": 2}
-        for i in range(4)
-    ]
-    return [
-        {"role": "system", "content": "You are the coder."},
-        *history,
-        {
-            "role": "user",
-            "content": [
-                "## Task", TASK, "## Current kernel", KERNEL,
-                Section(LOG, trim=1, mode="head_tail", label="error log"),
-            ],
-        },
-    ]  # fmt: skip
-
-
-def test_fit_messages_keeps_protected_parts_and_log_head_and_tail():
-    messages = prompt_with_history()
-    full = count_tokens(llm.render_messages(messages), "gpt-4o")
-    budget = count_tokens(TASK + KERNEL, "gpt-4o") + 600
-    assert full > budget + 1000
-    fitted = fit_messages(messages, "gpt-4o", budget)
-    assert count_tokens(fitted, "gpt-4o") <= budget
-    last = fitted[-1]["content"]
-    assert TASK in last and KERNEL in last  # never cut
-    assert "FIRST: compile error" in last and "LAST: ValueError: shape mismatch" in last
-    assert "tokens of error log trimmed" in last
-    assert all("trim" not in m for m in fitted)
-    assert fitted[0]["content"] == "You are the coder."
-    assert len(fitted) == 2  # the history went before the log was touched
-
-
-def test_fit_messages_drops_oldest_history_first():
-    messages = prompt_with_history()
-    full = count_tokens(llm.render_messages(messages), "gpt-4o")
-    fitted = fit_messages(messages, "gpt-4o", full - 100)
-    contents = [m["content"] for m in fitted]
-    assert not any(c.startswith("round 0") for c in contents if isinstance(c, str))
-    assert any(c.startswith("round 1") for c in contents if isinstance(c, str))
-    assert LOG in contents[-1]  # one dropped turn was enough: the log is whole
-
-
-def test_fit_messages_returns_plain_messages_when_it_fits():
-    messages = prompt_with_history()
-    assert fit_messages(messages, "gpt-4o", 10**6) == llm.render_messages(messages)
-
-
-def test_fit_messages_refuses_to_cut_protected_text():
-    with pytest.raises(PromptTooLarge) as info:
-        fit_messages(prompt_with_history(), "gpt-4o", 200)
-    assert info.value.kind == "bad_request" and "larger context" in str(info.value)
-
-
-def test_fit_messages_protected_indices_make_the_rest_trimmable():
-    messages = [
-        {"role": "system", "content": "sys"},
-        {"role": "user", "content": "old log\n" + "noise\n" * 2000 + "the end"},
-        {"role": "user", "content": TASK},
-    ]
-    fitted = fit_messages(messages, "gpt-4o", count_tokens(TASK, "gpt-4o") + 200, protected={0, 2})
-    assert fitted[2]["content"] == TASK and fitted[0]["content"] == "sys"
-    assert fitted[1]["content"].startswith("old log") and fitted[1]["content"].endswith("the end")
 
 
 def test_chat_fits_the_prompt_into_a_small_context(fake_openai):
@@ -647,11 +373,3 @@ def test_offline_config_refuses_to_call():
     with pytest.raises(LLMError) as info:
         ChatClient(config).chat(USER, agent="planner")
     assert info.value.kind == "auth"
-
-
-def test_config_is_frozen_and_replaceable():
-    config = LLMConfig(model="gpt-4o", api_key="k")
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        config.model = "x"  # type: ignore[misc]
-    assert dataclasses.replace(config, model="gpt-4.1").window == 1_047_576
-    assert config.to_dict()["api_key"] == "set" and config.to_dict()["price_per_1m"] == (2.5, 10.0)
