@@ -52,6 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .decisions import is_better
 from .sandbox.config import EvalConfig
 from .sandbox.results import Baseline, EvalResult, Timing
 
@@ -680,8 +681,9 @@ class Store:
         """Make a verified kernel the best for its task and environment; True when it became so.
 
         Only status "ok" results qualify. With `only_if_better` (the optimiser's case) it replaces
-        the current best only when faster vs eager (a measured speedup beats an unmeasured one);
-        the nightly job re-verifies and passes False to store the new measurement.
+        the current best only when faster vs eager (decisions.is_better: a tie, or two unmeasured
+        ones, keep the current best; a measured speedup beats an unmeasured one); the nightly job
+        re-verifies and passes False to store the new measurement.
         """
         if result.status != "ok":
             raise StoreError(
@@ -697,7 +699,7 @@ class Store:
                     "WHERE task_hash = ? AND env_key = ? AND variant = ?",
                     (result.task_hash, env_key, variant),
                 ).fetchone()
-                if row is not None and not _faster(result.speedup_eager, row[0]):
+                if row is not None and not is_better(result.speedup_eager, row[0]):
                     return False
             conn.execute(
                 "INSERT OR REPLACE INTO best_kernels (task_hash, env_key, variant, gpu, task_name, "
@@ -810,12 +812,6 @@ class Store:
             params,
         )
         return [Verification(**dict(r)) for r in rows]
-
-
-def _faster(new: float | None, old: float | None) -> bool:
-    if new is None:
-        return old is None
-    return old is None or new > old
 
 
 def _insert_result(

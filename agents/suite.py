@@ -110,10 +110,6 @@ class SuiteState:
 
 
 # -- one task -------------------------------------------------------------------------------------
-def _speed(c: Any) -> float:
-    return c.result.speedup_eager or 0.0
-
-
 def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     """The task's suite row: its fastest verified candidate (KernelBench counts a correct kernel
     even when it is slower), else its last verdict, else why nothing was evaluated.
@@ -126,7 +122,7 @@ def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     faults = [c.result.fault for c in cands]
     judged = [c for c in cands if c.result.fault == "candidate"]
     verified = [c for c in judged if c.result.ok]
-    pick = max(verified, key=_speed) if verified else (judged[-1] if judged else None)
+    pick = fastest(verified, lambda c: c.result.speedup_eager) or (judged[-1] if judged else None)
     internal = [c for c in cands if c.result.fault == "evaluator"]
     if run.get("stop_reason") == "task-error" or "task" in faults:
         row = {"task": label, "status": "task-error", "correct": False}
