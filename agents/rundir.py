@@ -314,16 +314,11 @@ def candidate_rows(candidates: list[Candidate]) -> list[dict[str, Any]]:
 
 
 def write_report(rundir: RunDir) -> str | None:
-    """report.py's write_run_report(run_dir) when it exists; the error text if it fails."""
+    """report.run.write_run_report(run_dir); the error text if it fails."""
+    from ..report.run import write_run_report
+
     try:
-        from .. import report
-    except ImportError:
-        return None
-    write = getattr(report, "write_run_report", None)
-    if write is None:
-        return None
-    try:
-        write(rundir.path)
+        write_run_report(rundir.path)
     except Exception as e:  # the run's results are on disk already; a report bug must not lose them
         rundir.event("report.error", error=f"{type(e).__name__}: {e}")
         return f"{type(e).__name__}: {e}"

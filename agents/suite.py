@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .. import report
+from ..decisions import fastest
+from ..report.suite import level_line, suite_row, write_suite_report
 from ..sandbox.pool import EvalPool, cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
@@ -135,7 +136,7 @@ def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
         row = {"task": label, "status": run.get("stop_reason") or "no-candidate", "correct": False}
         row["note"] = run.get("stop_detail")  # e.g. "no offline candidate: nothing to fuse..."
     else:
-        row = report.suite_row(label, pick.result)
+        row = suite_row(label, pick.result)
         row["candidate"] = pick.key
         row["tuned"] = pick.tuned
         if pick.result.ok:
@@ -350,7 +351,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"({summary['timed']} of {summary['correct']} timed)"
     )
     if len(summary.get("levels", {})) > 1:
-        lines += [report.level_line(n, lv) for n, lv in summary["levels"].items()]
+        lines += [level_line(n, lv) for n, lv in summary["levels"].items()]
     if summary["correct"] and not summary["timed"]:
         lines.append(
             "no timings here (Triton interpreter): fast_p above 0 and speedups need a CUDA GPU"
@@ -404,6 +405,6 @@ def table_lines(outcomes: Sequence[TaskOutcome]) -> list[str]:
 
 
 def write_reports(outcomes: Sequence[TaskOutcome], out_dir: Path) -> dict[str, Path]:
-    """report.write_suite_report for these tasks: suite.md/.json/.html and the speedup plot."""
+    """write_suite_report for these tasks: suite.md/.json/.html and the speedup plot."""
     title = f"kernelwright suite: {len(outcomes)} task{'s' * (len(outcomes) != 1)}"
-    return report.write_suite_report([o.row for o in outcomes], out_dir, title=title)
+    return write_suite_report([o.row for o in outcomes], out_dir, title=title)

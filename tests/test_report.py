@@ -13,16 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.report import (
-    highlight_python,
-    nightly_changes,
-    run_report_data,
-    suite_row,
-    suite_summary,
-    write_nightly_report,
-    write_run_report,
-    write_suite_report,
-)
+from kernelwright.report.html import highlight_python
+from kernelwright.report.nightly import nightly_changes, write_nightly_report
+from kernelwright.report.run import run_report_data, write_run_report
+from kernelwright.report.suite import suite_row, suite_summary, write_suite_report
 from kernelwright.sandbox.results import (
     Environment,
     EvalResult,
@@ -319,7 +313,7 @@ def test_run_report_html_is_self_contained_and_escaped(gpu_run):
     assert re.search(r'<img class="plot" alt="[^"]+" src="data:image/png;base64,', page)
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing to fetch
     assert page.count("<details") == 7  # best.py and six candidates
-    assert '<span class="dc">@triton.jit</span>' in page
+    assert '<span class="nd">@triton</span>' in page  # pygments' decorator class
 
 
 def test_interpreter_run_says_times_are_not_meaningful(tmp_path):
@@ -423,7 +417,7 @@ def test_a_duplicate_shows_the_candidate_it_repeats_with_its_verdict(tmp_path):
 def test_reports_say_the_dtype_precision_and_sizes_that_ran(tmp_path):
     """A bf16 run read exactly like an fp32 one: dtype, precision policy and the sizes used (the
     CPU shrink included) are in the verdict and the facts of report.md and report.html."""
-    from kernelwright.agents.rundir import verdict
+    from kernelwright.decisions import verdict
     from kernelwright.sandbox.results import Correctness
 
     checked = Correctness(trials=1, shapes=({"N": 64}, {"N": 55}))
@@ -444,7 +438,7 @@ def test_reports_say_the_dtype_precision_and_sizes_that_ran(tmp_path):
     assert data["judged"] == said and data["verdict"].endswith(f"Judged in {said}.")
     files = write_run_report(run_dir)
     assert f"| Judged | {said} |" in files["markdown"].read_text()
-    assert html.escape(said) in files["html"].read_text()
+    assert said in html.unescape(files["html"].read_text())
     run = json.loads((run_dir / "run.json").read_text())
     assert "Judged in bf16, precision tf32-ok, at N=64: shrunk for the Triton" in verdict(run)
     # --shape sizes and the task's own sizes are told apart from the shrink.
@@ -498,13 +492,20 @@ def test_highlighter_escapes_everything_and_keeps_the_text():
     out = highlight_python(source)
     assert html.unescape(re.sub(r"<[^>]+>", "", out)) == source
     assert "<b>" not in out and "<script>" not in out
-    assert '<span class="kw">def</span> <span class="fn">_scale_kernel</span>' in out
-    assert '<span class="tl">tl.program_id</span>(<span class="nb">0</span>)' in out
-    assert '<span class="cm"># tune: 256, 512, 1024</span>' in out
-    assert '<span class="st">&#x27;it\\&#x27;s &lt;b&gt;&#x27;</span>' in out
-    assert '<span class="nb">2.0</span>' in out
+    found = re.findall(r'<span class="(\w+)">([^<]*)</span>', out)
+    spans = {text: cls for cls, text in found}
+    # Highlighted by meaning (pygments' classes): keywords, the function's name, decorators,
+    # comments, strings (escaped) and numbers each have a class of their own.
+    assert spans["def"] == "k" and spans["import"] == "kn"
+    assert spans["_scale_kernel"] == "nf"
+    assert spans["@triton"] == "nd"
+    assert spans["# tune: 256, 512, 1024"].startswith("c")
+    assert spans["2.0"] == "mf" and spans["0"] == "mi"
+    assert any(cls.startswith("s") and "&lt;b&gt;" in text for text, cls in spans.items())
     assert html.unescape(re.sub(r"<[^>]+>", "", highlight_python("tlx"))) == "tlx"
-    assert highlight_python("a @ b") == "a @ b"  # matmul, not a decorator
+    matmul = highlight_python("a @ b")  # matmul, not a decorator
+    assert "nd" not in re.findall(r'class="(\w+)"', matmul)
+    assert html.unescape(re.sub(r"<[^>]+>", "", matmul)) == "a @ b"
 
 
 # -- suite reports --------------------------------------------------------------------------------
