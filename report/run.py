@@ -301,7 +301,8 @@ def _all_candidates(run_dir: Path, run: Mapping[str, Any]) -> list[dict[str, Any
 def _timing_note(run: Mapping[str, Any], views: Sequence[Mapping[str, Any]]) -> str | None:
     """Why times are not meaningful, or None when they are. run.json's word (the agents knew
     whether CUDA was there) is taken first; otherwise the results say it."""
-    env = run.get("environment") if isinstance(run.get("environment"), Mapping) else {}
+    env = run.get("environment")
+    env = env if isinstance(env, Mapping) else {}
     if "timing_meaningful" in run:
         meaningful = bool(run["timing_meaningful"])
     else:

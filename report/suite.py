@@ -64,21 +64,21 @@ def suite_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     fast_p: the fraction of *all* tasks that are correct and more than p times faster than the
     baseline (KernelBench's definition, strict >); geometric means over correct, timed tasks.
     """
-    rows = [normal_row(r) for r in rows]
+    normal = [normal_row(r) for r in rows]
     levels: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
+    for r in normal:
         if "/" in r["task"]:  # KernelBench's layout: "level1/01_relu"
             levels.setdefault(r["task"].split("/", 1)[0], []).append(r)
-    whole = _level_summary(rows)  # tasks, correct and geometric means, as for each level
+    whole = _level_summary(normal)  # tasks, correct and geometric means, as for each level
     return {
         "levels": {name: _level_summary(group) for name, group in sorted(levels.items())},
         **whole,
-        "correctness_rate": whole["correct"] / len(rows) if rows else None,
-        "fast_p": fast_p_summary(rows),
-        "timed": sum(r["correct"] and r["speedup_eager"] is not None for r in rows),
-        "evaluator_errors": sum(r["evaluator_errors"] for r in rows),
-        "tasks_with_evaluator_errors": sum(r["evaluator_errors"] > 0 for r in rows),
-        "task_errors": sum(r["status"] == "task-error" for r in rows),
+        "correctness_rate": whole["correct"] / len(normal) if normal else None,
+        "fast_p": fast_p_summary(normal),
+        "timed": sum(r["correct"] and r["speedup_eager"] is not None for r in normal),
+        "evaluator_errors": sum(r["evaluator_errors"] for r in normal),
+        "tasks_with_evaluator_errors": sum(r["evaluator_errors"] > 0 for r in normal),
+        "task_errors": sum(r["status"] == "task-error" for r in normal),
     }
 
 
