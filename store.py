@@ -1,5 +1,8 @@
 """Results store: runs, candidates, baselines, best kernels, nightly history and the verdict cache.
 
+Over 700 lines on purpose: the schema (MIGRATIONS), the row records and the Store's queries name
+the same columns and change together, so they stay one module (what is "better" is decisions.py's).
+
 One SQLite file (stdlib sqlite3) shared by every process of a run or a suite. Safety comes from
 SQLite itself, used carefully:
 - WAL journal: readers never block the writer and a writer never blocks readers, so suite jobs in
