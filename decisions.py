@@ -45,6 +45,15 @@ def is_better(new: float | None, old: float | None, *, margin: float = 0.0) -> b
     return new > old * (1.0 + margin)
 
 
+def replaces_best(new: float | None, old: float | None) -> bool:
+    """Whether a newly verified kernel with speedup `new` replaces the recorded best (`old`): when
+    it is_better, or when neither was timed (the Triton interpreter), where the latest
+    verification holds the record."""
+    if finite(new) is None and finite(old) is None:
+        return True
+    return is_better(new, old)
+
+
 def fastest(
     items: Iterable[T],
     speedup: Callable[[T], float | None],

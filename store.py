@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .decisions import is_better
+from .decisions import replaces_best
 from .sandbox.config import EvalConfig
 from .sandbox.results import Baseline, EvalResult, Timing
 
@@ -684,9 +684,9 @@ class Store:
         """Make a verified kernel the best for its task and environment; True when it became so.
 
         Only status "ok" results qualify. With `only_if_better` (the optimiser's case) it replaces
-        the current best only when faster vs eager (decisions.is_better: a tie, or two unmeasured
-        ones, keep the current best; a measured speedup beats an unmeasured one); the nightly job
-        re-verifies and passes False to store the new measurement.
+        the current best only when faster vs eager, or when neither was timed
+        (decisions.replaces_best: a tie keeps the current best, a measured speedup beats an
+        unmeasured one); the nightly job re-verifies and passes False to store the new measurement.
         """
         if result.status != "ok":
             raise StoreError(
@@ -702,7 +702,7 @@ class Store:
                     "WHERE task_hash = ? AND env_key = ? AND variant = ?",
                     (result.task_hash, env_key, variant),
                 ).fetchone()
-                if row is not None and not is_better(result.speedup_eager, row[0]):
+                if row is not None and not replaces_best(result.speedup_eager, row[0]):
                     return False
             conn.execute(
                 "INSERT OR REPLACE INTO best_kernels (task_hash, env_key, variant, gpu, task_name, "

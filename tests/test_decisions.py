@@ -3,6 +3,7 @@ with incorrect tasks, the nightly regression rule, the verdict text and a run's 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from kernelwright.decisions import (
     is_better,
     judged_text,
     night_verdict,
+    replaces_best,
     run_owner,
     run_status,
     slowdown,
@@ -48,6 +50,12 @@ def test_is_better_with_missing_timings():
     assert not is_better(None, None)  # nothing to tell them apart: the old stays
     assert not is_better(math.nan, 1.0) and is_better(1.0, math.nan)  # NaN is not a measurement
     assert not is_better(True, 0.5)  # a bool is not a number here
+
+
+def test_a_new_best_replaces_the_record_when_better_or_when_neither_was_timed():
+    assert replaces_best(1.6, 1.5) and not replaces_best(1.5, 1.5)
+    assert not replaces_best(None, 1.5) and replaces_best(1.5, None)
+    assert replaces_best(None, None)  # the interpreter: the latest verification holds it
 
 
 def test_fastest_keeps_the_earliest_of_equals_and_prefers_a_measured_one():
@@ -93,6 +101,10 @@ def test_the_agents_state_and_the_store_decide_alike(tmp_path):
     assert not store.set_best_kernel("c", ok(None, "c"))  # unmeasured never beats measured
     assert store.set_best_kernel("d", ok(1.6, "d"))
     assert store.best_kernel("t", env.key).source == "d"
+    other = Environment(device="cpu", torch="2.13.0", triton="3.7.0", interpreter=True)
+    untimed = [dataclasses.replace(ok(None, h), environment=other) for h in ("e", "f")]
+    assert store.set_best_kernel("e", untimed[0]) and store.set_best_kernel("f", untimed[1])
+    assert store.best_kernel("t", other.key).source == "f"  # neither timed: the latest
 
 
 # -- fast_p ---------------------------------------------------------------------------------------
