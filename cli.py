@@ -338,7 +338,7 @@ def _unanswered(run: dict, config, prefix: str = "") -> bool:
     unanswered = run.get("llm_unanswered") or {}
     if not unanswered:
         return False
-    from .agents.rundir import role_order
+    from .decisions import role_order
 
     models, roles = run.get("models") or {}, role_order(unanswered)
     who = ", ".join(f"{role} ({models.get(role, '?')})" for role in roles)
@@ -397,8 +397,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from .agents.preflight import PreflightError, check_models
     from .agents.progress import progress_view
     from .agents.records import sync_run
-    from .agents.rundir import verdict
+    from .decisions import verdict
     from .graph import optimize
+    from .report.format import usage_text
     from .sandbox.task import TaskError
 
     if not args.task and not args.resume:
@@ -441,6 +442,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             sync_run(store, Path(config.out_dir) / run_id)
     print(f"run directory: {Path(config.out_dir) / run['run_id']}")
     print(verdict(run))
+    print(f"LLM: {usage_text(run.get('usage') or {})}.")
     if run.get("stop_reason") == "task-error":
         raise UserError(f"task error: {run.get('stop_detail', 'the reference fails')}")
     return EXIT_MODEL_UNANSWERED if _unanswered(run, config) else EXIT_OK
@@ -450,7 +452,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
     from .agents import suite
     from .agents.preflight import cuda_available
     from .graph import optimize
-    from .report import suite_summary
+    from .report.suite import suite_summary
 
     try:
         paths = suite.find_tasks(args.tasks)
@@ -525,8 +527,8 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 def cmd_nightly(args: argparse.Namespace) -> int:
     from .agents import nightly, suite
+    from .decisions import NIGHTLY_SLOWDOWN
     from .graph import optimize
-    from .report import NIGHTLY_SLOWDOWN
     from .sandbox.pool import EvalPool
 
     try:
@@ -624,7 +626,7 @@ def _columns(rows: list[tuple[str, ...]]) -> str:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from .agents.records import default_db_path, list_runs
-    from .agents.rundir import INTERRUPTED
+    from .decisions import INTERRUPTED
 
     db = args.db or default_db_path(args.out)
     store = _open_store(db) if Path(db).is_file() else None
@@ -658,7 +660,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserError("report needs a RUN id (or run directory), or --db PATH")
     if args.db:
         return _store_report(args)
-    from .report import write_run_report
+    from .report.run import write_run_report
 
     try:
         run_dir = find_run_dir(args.run, args.out)
@@ -672,7 +674,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _store_report(args: argparse.Namespace) -> int:
     from .agents.records import best_kernels
-    from .report import suite_row, write_suite_report
+    from .report.suite import suite_row, write_suite_report
 
     if not Path(args.db).is_file():
         raise UserError(f"no results store at {args.db}")

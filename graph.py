@@ -17,17 +17,10 @@ from .agents.coder import coder
 from .agents.config import RunConfig, RunContext, run_context
 from .agents.critic import critic, human
 from .agents.planner import planner, profile
-from .agents.rundir import (
-    INTERRUPTED,
-    EventListener,
-    create_run,
-    finalize,
-    machine_has_cuda,
-    open_run,
-    run_owner,
-)
+from .agents.rundir import EventListener, create_run, finalize, machine_has_cuda, open_run
 from .agents.state import CHECKPOINT_TYPES, RunState
 from .agents.tester import tester
+from .decisions import INTERRUPTED, run_owner
 from .sandbox.pool import EvalPool
 from .sandbox.pyparse import serialised
 

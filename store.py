@@ -1,5 +1,8 @@
 """Results store: runs, candidates, baselines, best kernels, nightly history and the verdict cache.
 
+Over 700 lines on purpose: the schema (MIGRATIONS), the row records and the Store's queries name
+the same columns and change together, so they stay one module (what is "better" is decisions.py's).
+
 One SQLite file (stdlib sqlite3) shared by every process of a run or a suite. Safety comes from
 SQLite itself, used carefully:
 - WAL journal: readers never block the writer and a writer never blocks readers, so suite jobs in
@@ -52,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .decisions import replaces_best
 from .sandbox.config import EvalConfig
 from .sandbox.results import Baseline, EvalResult, Timing
 
@@ -680,8 +684,9 @@ class Store:
         """Make a verified kernel the best for its task and environment; True when it became so.
 
         Only status "ok" results qualify. With `only_if_better` (the optimiser's case) it replaces
-        the current best only when faster vs eager (a measured speedup beats an unmeasured one);
-        the nightly job re-verifies and passes False to store the new measurement.
+        the current best only when faster vs eager, or when neither was timed
+        (decisions.replaces_best: a tie keeps the current best, a measured speedup beats an
+        unmeasured one); the nightly job re-verifies and passes False to store the new measurement.
         """
         if result.status != "ok":
             raise StoreError(
@@ -697,7 +702,7 @@ class Store:
                     "WHERE task_hash = ? AND env_key = ? AND variant = ?",
                     (result.task_hash, env_key, variant),
                 ).fetchone()
-                if row is not None and not _faster(result.speedup_eager, row[0]):
+                if row is not None and not replaces_best(result.speedup_eager, row[0]):
                     return False
             conn.execute(
                 "INSERT OR REPLACE INTO best_kernels (task_hash, env_key, variant, gpu, task_name, "
@@ -810,12 +815,6 @@ class Store:
             params,
         )
         return [Verification(**dict(r)) for r in rows]
-
-
-def _faster(new: float | None, old: float | None) -> bool:
-    if new is None:
-        return old is None
-    return old is None or new > old
 
 
 def _insert_result(

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ..decisions import INTERRUPTED, run_status, verdict
 from ..sandbox.results import EvalResult
 from ..sandbox.summary import format_result
 from ..sandbox.task import load_task
@@ -23,7 +24,6 @@ from ..store import Store
 from .config import OFFLINE, RunConfig, eval_config_for, llm_configs
 from .progress import plain_listener
 from .records import run_candidates, sync_run
-from .rundir import INTERRUPTED, run_status, verdict
 
 Optimize = Callable[..., dict[str, Any]]
 Judge = Callable[..., EvalResult]  # sandbox.evaluate(task, source, config)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .. import report
+from ..decisions import NIGHTLY_SLOWDOWN
+from ..report.nightly import nightly_changes, write_nightly_report
 from ..sandbox.results import Environment, EvalResult
 from ..sandbox.task import Task, TaskError, load_task
 from ..store import BestKernel, Store, gpu_of, variant_key
@@ -37,7 +38,7 @@ class NightlyTask:
     label: str
     task_hash: str = ""
     verified: EvalResult | None = None  # tonight's verdict on the best known kernel
-    change: dict[str, Any] | None = None  # report.nightly_changes' row for this task
+    change: dict[str, Any] | None = None  # report.nightly.nightly_changes' row for this task
     searched: str | None = None  # the run id of tonight's search, if one ran
     new_best: EvalResult | None = None  # the search's winner, measured again
     error: str = ""
@@ -89,7 +90,7 @@ class Nightly:
     pool: Any
     out: IO[str]
     night: str = field(default_factory=today)
-    slowdown: float = report.NIGHTLY_SLOWDOWN
+    slowdown: float = NIGHTLY_SLOWDOWN
     search: bool = True
     cuda: bool = False
 
@@ -111,7 +112,7 @@ class Nightly:
         return exact or self.store.best_kernel_on_gpu(task_hash, gpu_of(env.key), variant)
 
     def change_for(self, task_hash: str, env: Environment, variant: str) -> dict[str, Any] | None:
-        changes = report.nightly_changes(self.store.history(task_hash), self.slowdown)
+        changes = nightly_changes(self.store.history(task_hash), self.slowdown)
         gpu = gpu_of(env.key)
         return next((c for c in changes if c["variant"] == variant and c["gpu"] == gpu), None)
 
@@ -203,9 +204,9 @@ class Nightly:
         return outcomes
 
     def write_report(self, outcomes: Sequence[NightlyTask], out_dir: Path) -> dict[str, Path]:
-        """report.write_nightly_report over the history of tonight's tasks."""
+        """report.nightly.write_nightly_report over the history of tonight's tasks."""
         history = [h for o in outcomes if o.task_hash for h in self.store.history(o.task_hash)]
-        return report.write_nightly_report(
+        return write_nightly_report(
             history, out_dir, self.slowdown, title=f"kernelwright nightly {self.night}"
         )
 

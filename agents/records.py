@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..decisions import run_status
 from ..sandbox.pool import source_hash
 from ..sandbox.results import Environment, EvalResult
 from ..store import BestKernel, Store, config_key, variant_key
 from .config import RunConfig, eval_config_for
-from .rundir import run_status
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig

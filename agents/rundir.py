@@ -7,12 +7,12 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..decisions import fastest, run_owner
 from ..sandbox.task import Task, TaskError, load_task
 from .config import RunConfig
 from .shrink import interpreter_sizes
@@ -244,12 +244,6 @@ def _llm_line(kind: str, event: dict[str, Any]) -> str | None:
     return None
 
 
-def role_order(roles: dict[str, Any]) -> list[str]:
-    """Roles in the loop's order (planner, coder, critic), whatever order run.json kept."""
-    order = ("planner", "coder", "critic")
-    return sorted(roles, key=lambda r: (order.index(r) if r in order else len(order), r))
-
-
 def unanswered_roles(usage: Usage, models: dict[str, str]) -> dict[str, str]:
     """{role: last error} for each role with a model whose calls all failed or were refused:
     the run was meant to use it and did not (exit 3 unless --fallback-offline)."""
@@ -320,16 +314,11 @@ def candidate_rows(candidates: list[Candidate]) -> list[dict[str, Any]]:
 
 
 def write_report(rundir: RunDir) -> str | None:
-    """report.py's write_run_report(run_dir) when it exists; the error text if it fails."""
+    """report.run.write_run_report(run_dir); the error text if it fails."""
+    from ..report.run import write_run_report
+
     try:
-        from .. import report
-    except ImportError:
-        return None
-    write = getattr(report, "write_run_report", None)
-    if write is None:
-        return None
-    try:
-        write(rundir.path)
+        write_run_report(rundir.path)
     except Exception as e:  # the run's results are on disk already; a report bug must not lose them
         rundir.event("report.error", error=f"{type(e).__name__}: {e}")
         return f"{type(e).__name__}: {e}"
@@ -378,15 +367,15 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         elapsed_s=round(state.get("elapsed_s", 0.0), 3),
     )
     # With no winner, the progress line still names the fastest verified kernel and its verdict.
-    fastest = None
+    quickest = None
     if best is None and meaningful:
         timed = [c for c in candidates if c.status == "ok" and c.speedup_eager is not None]
-        fastest = max(timed, key=lambda c: c.speedup_eager or 0.0, default=None)
-    shown = best or fastest
+        quickest = fastest(timed, lambda c: c.speedup_eager)
+    shown = best or quickest
     rd.event(
         "finalize",
         best=best.key if best else None,
-        fastest=fastest.key if fastest else None,
+        fastest=quickest.key if quickest else None,
         summary=shown.summary if shown else None,
         stop_reason=state.get("stop_reason"),
     )
@@ -394,116 +383,6 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if report_error:
         rd.update_run(report_error=report_error)
     return {}
-
-
-def verdict(run: dict[str, Any]) -> str:
-    """The one-paragraph verdict the CLI prints at the end of a run."""
-    best = run.get("best")
-    stop = f"It stopped on {run.get('stop_reason')}: {run.get('stop_detail', '')}".rstrip(": ")
-    rounds = len(run.get("rounds") or [])
-    n_cands = len(run.get("candidates") or [])
-    head = f"{run.get('task_name')}: {rounds} round(s), {n_cands} candidate(s)."
-    if run.get("stop_reason") == "task-error":
-        return (
-            f"{run.get('task_name')}: the task's reference itself fails, so no candidate can be "
-            f"judged: {run.get('stop_detail', '')}."
-        )
-    if best is None:
-        body = (
-            "No candidate was verified faster than the reference, so the reference stays; "
-            "nothing was written to best.py."
-        )
-    else:
-        where = f"round {best['round']}, candidate {best['candidate']}"
-        if run.get("timing_meaningful"):
-            parts = [f"{best['speedup_eager']:.2f}x vs eager"]
-            if best.get("speedup_compiled"):
-                parts.append(f"{best['speedup_compiled']:.2f}x vs torch.compile")
-            if best.get("roofline_fraction"):
-                parts.append(f"{best['roofline_fraction']:.0%} of roofline")
-            body = f"Best verified kernel: {where} ({', '.join(parts)}), saved as best.py."
-        else:
-            body = (
-                f"Verified kernel: {where}, saved as best.py; times are not meaningful on this "
-                "machine (Triton interpreter, correctness only), so re-run on a GPU to measure."
-            )
-    from ..report import judged_text  # the run report says the same
-
-    judged = f"Judged in {judged_text(run)}."
-    usage = run.get("usage") or {}
-    failed = usage.get("failed_calls", 0)
-    failures = ", ".join(f"{n} {k}" for k, n in sorted((usage.get("failures") or {}).items()))
-    not_sent = usage.get("refused_calls", 0)
-    cost = (
-        f"LLM: {usage.get('calls', 0)} call(s) answered ({usage.get('cached_calls', 0)} cached)"
-        + (f", {failed} failed ({failures})" if failed else "")
-        + (f", {not_sent} not sent (endpoint switched off)" if not_sent else "")
-        + f", {usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0)} tokens, "
-        f"${usage.get('cost_usd', 0.0):.4f}."
-    )
-    parts = [head, body, judged, stop + ".", cost]
-    unanswered = run.get("llm_unanswered") or {}
-    if unanswered:
-        models = run.get("models") or {}
-        roles = role_order(unanswered)
-        who = ", ".join(f"{role} ({models.get(role, '?')})" for role in roles)
-        last = _short(unanswered[roles[0]], 300)
-        parts.append(
-            f"The configured model answered no call for: {who}; those steps ran on the rules and "
-            f"the fusion codegen instead. Last error: {last}"
-        )
-    return " ".join(parts)
-
-
-# -- who runs a run -------------------------------------------------------------------------------
-# A run's status says "running" from the moment it starts until it finishes, waits for a person,
-# or is interrupted; a process killed with SIGKILL (the OOM killer, `kill -9`, a lost machine)
-# never gets to write anything else. run.json therefore names its owner (host, pid and the pid's
-# start time, so that a recycled pid is not mistaken for it), and a reader on the same host that
-# finds the owner gone reads the run as interrupted, which is what it is: resumable.
-INTERRUPTED = "interrupted"
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of process `pid` in clock ticks since boot (Linux's /proc), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[-1].split()  # after "pid (comm)": field 3 onwards
-    return fields[19] if len(fields) > 19 else None  # field 22, starttime
-
-
-def run_owner() -> dict[str, Any]:
-    """run.json's owner: the process running the run now."""
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "started": _process_start(pid)}
-
-
-def owner_gone(owner: Any) -> bool:
-    """True when `owner` (run_owner() of some process) is known to have exited: it ran on this
-    host and its pid is dead or now belongs to a later process. Another host's: not known."""
-    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
-        return False
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        pass
-    started = owner.get("started")
-    return started is not None and _process_start(pid) not in (None, started)
-
-
-def run_status(run: dict[str, Any]) -> str:
-    """A run's status as it truly is: "interrupted" for a "running" run whose process is gone."""
-    status = str(run.get("status") or "?")
-    if status == "running" and owner_gone(run.get("owner")):
-        return INTERRUPTED
-    return status
 
 
 # -- starting and reopening runs ------------------------------------------------------------------

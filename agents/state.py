@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
+from ..decisions import winner
 from .llm import AgentUsage
 
 # Why a run stopped, as run.json and the report record it.
@@ -229,16 +230,10 @@ def duplicate_key(source: str) -> str:
 
 
 def best_candidate(candidates: list[Candidate], *, timing_meaningful: bool) -> Candidate | None:
-    """The best verified candidate that beat the reference, or None (the reference stays).
-
-    With meaningful timings it is the fastest candidate with status ok and a speedup over eager
-    above 1. Under the interpreter (times not meaningful) it is the first verified candidate.
-    """
+    """The best verified candidate (status ok, with its source) that beat the reference, or None
+    (the reference stays): decisions.winner over the verified ones."""
     verified = [c for c in candidates if c.status == "ok" and c.final_source]
-    if not timing_meaningful:
-        return verified[0] if verified else None
-    winners = [c for c in verified if (c.speedup_eager or 0.0) > 1.0]
-    return max(winners, key=lambda c: c.speedup_eager or 0.0, default=None)
+    return winner(verified, lambda c: c.speedup_eager, timing_meaningful=timing_meaningful)
 
 
 def round_summaries(plans: list[Plan], candidates: list[Candidate]) -> list[dict[str, Any]]:

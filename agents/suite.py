@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from .. import report
+from ..decisions import fastest
+from ..report.suite import level_line, suite_row, write_suite_report
 from ..sandbox.pool import EvalPool, cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
@@ -110,10 +111,6 @@ class SuiteState:
 
 
 # -- one task -------------------------------------------------------------------------------------
-def _speed(c: Any) -> float:
-    return c.result.speedup_eager or 0.0
-
-
 def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     """The task's suite row: its fastest verified candidate (KernelBench counts a correct kernel
     even when it is slower), else its last verdict, else why nothing was evaluated.
@@ -126,7 +123,7 @@ def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
     faults = [c.result.fault for c in cands]
     judged = [c for c in cands if c.result.fault == "candidate"]
     verified = [c for c in judged if c.result.ok]
-    pick = max(verified, key=_speed) if verified else (judged[-1] if judged else None)
+    pick = fastest(verified, lambda c: c.result.speedup_eager) or (judged[-1] if judged else None)
     internal = [c for c in cands if c.result.fault == "evaluator"]
     if run.get("stop_reason") == "task-error" or "task" in faults:
         row = {"task": label, "status": "task-error", "correct": False}
@@ -139,7 +136,7 @@ def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
         row = {"task": label, "status": run.get("stop_reason") or "no-candidate", "correct": False}
         row["note"] = run.get("stop_detail")  # e.g. "no offline candidate: nothing to fuse..."
     else:
-        row = report.suite_row(label, pick.result)
+        row = suite_row(label, pick.result)
         row["candidate"] = pick.key
         row["tuned"] = pick.tuned
         if pick.result.ok:
@@ -354,7 +351,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"({summary['timed']} of {summary['correct']} timed)"
     )
     if len(summary.get("levels", {})) > 1:
-        lines += [report.level_line(n, lv) for n, lv in summary["levels"].items()]
+        lines += [level_line(n, lv) for n, lv in summary["levels"].items()]
     if summary["correct"] and not summary["timed"]:
         lines.append(
             "no timings here (Triton interpreter): fast_p above 0 and speedups need a CUDA GPU"
@@ -408,6 +405,6 @@ def table_lines(outcomes: Sequence[TaskOutcome]) -> list[str]:
 
 
 def write_reports(outcomes: Sequence[TaskOutcome], out_dir: Path) -> dict[str, Path]:
-    """report.write_suite_report for these tasks: suite.md/.json/.html and the speedup plot."""
+    """write_suite_report for these tasks: suite.md/.json/.html and the speedup plot."""
     title = f"kernelwright suite: {len(outcomes)} task{'s' * (len(outcomes) != 1)}"
-    return report.write_suite_report([o.row for o in outcomes], out_dir, title=title)
+    return write_suite_report([o.row for o in outcomes], out_dir, title=title)

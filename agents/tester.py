@@ -15,6 +15,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from ..decisions import is_better
 from ..sandbox.pyparse import parse
 from ..sandbox.results import EvalResult
 from .config import RunContext
@@ -138,8 +139,7 @@ def sweep(
         for value, variant, future in zip(options, variants, futures):
             res = judged(ctx, future)
             trials.append({name: value, "status": res.status, "median_ms": median_ms(res)})
-            new, old = speed(res), speed(best_res)
-            if new is not None and old is not None and new > old * (1 + TUNE_MIN_GAIN):
+            if is_better(speed(res), speed(best_res), margin=TUNE_MIN_GAIN):
                 best_src, best_res = variant, res
         if budget <= 0:
             break

@@ -9,8 +9,8 @@ from pathlib import Path
 from kernelwright.sandbox import pyparse
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = [p for d in ("sandbox", "agents") for p in (ROOT / d).rglob("*.py")]
-PACKAGE += [ROOT / n for n in ("graph.py", "cli.py", "store.py", "report.py")]
+PACKAGE = [p for d in ("sandbox", "agents", "report") for p in (ROOT / d).rglob("*.py")]
+PACKAGE += [ROOT / n for n in ("graph.py", "cli.py", "store.py", "decisions.py")]
 
 
 def _direct_parses(path: Path) -> list[int]:

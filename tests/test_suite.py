@@ -326,7 +326,7 @@ def test_cli_redo_says_when_a_pattern_matches_nothing(tmp_path):
 
 def test_a_task_without_candidate_says_why_and_levels_are_summed_apart(tmp_path):
     from kernelwright.agents.suite import summary_lines, task_row
-    from kernelwright.report import suite_summary
+    from kernelwright.report.suite import suite_summary
 
     run = {"run_id": "r", "stop_reason": "no-candidate", "stop_detail": "nothing to fuse: sort"}
     row = task_row("level2/15_sort_rows", tmp_path, run)

@@ -1,0 +1,7 @@
+"""Run, suite and nightly reports: Markdown, JSON, PNG plots (matplotlib's Agg) and static HTML.
+
+Every report is written from data on disk (a run directory, suite rows, nightly history) so it can
+be regenerated at any time. The modules: format (numbers, tables, JSON), html (Jinja2 templates,
+pygments), plots, run (one run's report), suite and nightly. What they decide (best, regression,
+fast_p, the verdict) is decisions.py's.
+"""

@@ -1,0 +1,202 @@
+"""Suite reports: a row per task, KernelBench's metrics (fast_p from decisions.py, geometric
+means, per level), and suite.md/.json/.html with the per-task speedup plot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..decisions import fast_p_summary, finite
+from ..sandbox.results import EvalResult
+from .format import md_table, memory_fields, pct_text, peaks, short_note, write_json, x_text
+from .html import badge, kernel_view, png_base64, render
+from .plots import plot_suite
+
+
+def suite_row(task: str, result: EvalResult | None) -> dict[str, Any]:
+    """A suite row from a task's final verdict (None: the task was never evaluated)."""
+    if result is None:
+        return {"task": task, "status": "pending", "correct": False, "rule": None}
+    return {
+        "task": task,
+        "status": result.status,
+        "rule": result.rule,
+        "correct": result.ok,
+        "speedup_eager": finite(result.speedup_eager),
+        "speedup_compiled": finite(result.speedup_compiled),
+        "roofline_fraction": finite(result.roofline.fraction) if result.roofline else None,
+        "limiter": result.roofline.limiter if result.roofline else None,
+        **memory_fields(result),
+    }
+
+
+def normal_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    correct = bool(row.get("correct", row.get("status") == "ok"))
+    return {
+        "task": str(row.get("task", "?")),
+        "status": str(row.get("status") or ("ok" if correct else "incorrect")),
+        "rule": row.get("rule"),
+        "correct": correct,
+        "speedup_eager": finite(row.get("speedup_eager")),
+        "speedup_compiled": finite(row.get("speedup_compiled")),
+        "roofline_fraction": finite(row.get("roofline_fraction")),
+        "limiter": row.get("limiter"),  # what bounds the roofline: "memory" or "compute"
+        "tuned": row.get("tuned"),  # the `# tune:` sweep changed the kernel's constants
+        "note": row.get("note"),  # why there is no candidate, or what its verdict said
+        "kernel": row.get("kernel"),
+        # Verdicts that were kernelwright's fault, not a candidate's (EvalResult.fault).
+        "evaluator_errors": int(row.get("evaluator_errors") or 0),
+        "candidate_peak_bytes": row.get("candidate_peak_bytes"),
+        "reference_peak_bytes": row.get("reference_peak_bytes"),
+    }
+
+
+def geomean(values: Iterable[float | None]) -> float | None:
+    logs = [math.log(v) for v in values if v is not None and v > 0]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def suite_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """KernelBench metrics over per-task rows (task, correct, speedup_eager, speedup_compiled).
+
+    fast_p: the fraction of *all* tasks that are correct and more than p times faster than the
+    baseline (KernelBench's definition, strict >); geometric means over correct, timed tasks.
+    """
+    normal = [normal_row(r) for r in rows]
+    levels: dict[str, list[dict[str, Any]]] = {}
+    for r in normal:
+        if "/" in r["task"]:  # KernelBench's layout: "level1/01_relu"
+            levels.setdefault(r["task"].split("/", 1)[0], []).append(r)
+    whole = _level_summary(normal)  # tasks, correct and geometric means, as for each level
+    return {
+        "levels": {name: _level_summary(group) for name, group in sorted(levels.items())},
+        **whole,
+        "correctness_rate": whole["correct"] / len(normal) if normal else None,
+        "fast_p": fast_p_summary(normal),
+        "timed": sum(r["correct"] and r["speedup_eager"] is not None for r in normal),
+        "evaluator_errors": sum(r["evaluator_errors"] for r in normal),
+        "tasks_with_evaluator_errors": sum(r["evaluator_errors"] > 0 for r in normal),
+        "task_errors": sum(r["status"] == "task-error" for r in normal),
+    }
+
+
+def _level_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts and geometric means of a set of rows: the whole suite, or one level (KernelBench
+    reports its levels apart)."""
+    correct = [r for r in rows if r["correct"]]
+    return {
+        "tasks": len(rows),
+        "correct": len(correct),
+        "geomean_speedup_eager": geomean(r["speedup_eager"] for r in correct),
+        "geomean_speedup_compiled": geomean(r["speedup_compiled"] for r in correct),
+    }
+
+
+def _level_text(level: Mapping[str, Any]) -> str:
+    """'44 tasks, 40 correct, geomean 1.38x vs eager, 1.05x vs torch.compile'."""
+    tasks = f"{level['tasks']} task{'s' * (level['tasks'] != 1)}"
+    return (
+        f"{tasks}, {level['correct']} correct, geomean "
+        f"{x_text(level['geomean_speedup_eager'])} vs eager, "
+        f"{x_text(level['geomean_speedup_compiled'])} vs torch.compile"
+    )
+
+
+def level_line(name: str, level: Mapping[str, Any]) -> str:
+    """'level1: 44 tasks, 40 correct, ...': one level's line in the suite's summary."""
+    return f"{name}: {_level_text(level)}"
+
+
+def _summary_rows(summary: Mapping[str, Any]) -> list[list[str]]:
+    rows = [
+        ["Tasks", str(summary["tasks"])],
+        ["Correct", f"{summary['correct']} ({pct_text(summary['correctness_rate'])})"],
+    ]
+    for baseline, label in (("eager", "eager"), ("compiled", "torch.compile")):
+        fast = summary["fast_p"][baseline]
+        rows.append(
+            [f"fast_p vs {label}", ", ".join(f"fast_{p}: {pct_text(v)}" for p, v in fast.items())]
+        )
+    rows.append(["Geomean speedup vs eager", x_text(summary["geomean_speedup_eager"])])
+    rows.append(["Geomean speedup vs torch.compile", x_text(summary["geomean_speedup_compiled"])])
+    rows.append(["Correct tasks with timings", str(summary["timed"])])
+    rows.append(
+        [
+            "Evaluator errors (kernelwright's, not the candidates')",
+            f"{summary['evaluator_errors']} in {summary['tasks_with_evaluator_errors']} task(s)",
+        ]
+    )
+    rows.append(["Task errors (the reference itself fails)", str(summary["task_errors"])])
+    for name, level in summary.get("levels", {}).items():
+        rows.append([f"By level: {name}", _level_text(level)])
+    return rows
+
+
+_TASK_HEADERS = (
+    "Task",
+    "Status",
+    "Correct",
+    "vs eager",
+    "vs torch.compile",
+    "Roofline",
+    "Bound by",
+    "Tuned",
+    "Peak memory (candidate / reference)",
+    "Evaluator errors",
+    "Note",
+)
+
+
+def _task_cells(r: Mapping[str, Any], status: Any) -> list[Any]:
+    return [
+        r["task"],
+        status,
+        "yes" if r["correct"] else "no",
+        x_text(r["speedup_eager"]),
+        x_text(r["speedup_compiled"]),
+        pct_text(r["roofline_fraction"]),
+        r["limiter"] or "–",
+        "–" if r["tuned"] is None else ("yes" if r["tuned"] else "no"),
+        peaks(r.get("candidate_peak_bytes"), r.get("reference_peak_bytes")),
+        r["evaluator_errors"],
+        short_note(r["note"]),
+    ]
+
+
+def write_suite_report(
+    rows: Iterable[Mapping[str, Any]], out_dir: str | Path, title: str = "kernelwright suite"
+) -> dict[str, Path]:
+    """Write suite.md, suite.json, suite_speedups.png and suite.html into `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = sorted((normal_row(r) for r in rows), key=lambda r: r["task"])
+    summary = suite_summary(rows)
+    plot = plot_suite(rows, out / "suite_speedups.png")
+    md = out / "suite.md"
+    md.write_text(
+        f"# {title}\n\n{md_table(('Metric', 'Value'), _summary_rows(summary))}\n\n"
+        f"![Speedup per task]({plot.name})\n\n## Tasks\n\n"
+        f"{md_table(_TASK_HEADERS, [_task_cells(r, r['status']) for r in rows])}\n"
+    )
+    kernels = [kernel_view(r["task"], str(r["kernel"]), r["status"]) for r in rows if r["kernel"]]
+    page = out / "suite.html"
+    page.write_text(
+        render(
+            "suite.html.j2",
+            title=title,
+            summary=_summary_rows(summary),
+            png=png_base64(plot),
+            task_headers=_TASK_HEADERS,
+            tasks=[_task_cells(r, badge(r["status"])) for r in rows],
+            kernels=kernels,
+        )
+    )
+    json_rows = [{k: v for k, v in r.items() if k != "kernel"} for r in rows]
+    return {
+        "markdown": md,
+        "json": write_json(out / "suite.json", {"summary": summary, "tasks": json_rows}),
+        "plot": plot,
+        "html": page,
+    }
