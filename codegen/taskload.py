@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...sandbox import task as sandbox_task
-from ...sandbox.task import Size, Task
+from ..sandbox import task as sandbox_task
+from ..sandbox.task import Size, Task
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.agents.fusion import generate
+from kernelwright.codegen import generate
 from kernelwright.sandbox import EvalConfig, evaluate
 from kernelwright.sandbox.checks import format_violations, static_check
 from kernelwright.sandbox.task import load_task, shrink_overrides

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ...sandbox.pyparse import serialised
+from ..sandbox.pyparse import serialised
 from . import ops, taskload
 from .assemble import assemble
 from .gather import fuse_gathers
@@ -33,7 +33,7 @@ WRITERS = {POINTWISE: write_pointwise, ROW: write_row, SPLIT: write_split, MATMU
 
 @dataclass(frozen=True)
 class FusionResult:
-    """The offline coder's answer for one task."""
+    """What the codegen made of one task: the candidate file, or the reason there is none."""
 
     source: str | None
     reason: str

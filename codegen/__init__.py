@@ -1,6 +1,6 @@
 """Deterministic Triton codegen: trace a task with torch.fx, fuse, and write a candidate file.
 
-    from kernelwright.agents.fusion import generate
+    from kernelwright.codegen import generate
     result = generate("task.py", dtype="fp32")  # or a kernelwright.sandbox.task.Task
     result.source     # the candidate file (ModelNew + @triton.jit kernels), or None
     result.reason     # why there is none ("no offline candidate: ..."), or what was fused
