@@ -8,9 +8,9 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from ..codegen import generate
 from ..sandbox import baseline
 from .config import RunContext, load_prompt, prompt_part
-from .fusion import generate
 from .llm import LLMError, Section, UsageLedger
 from .state import (
     Candidate,

@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
+from ..codegen.layout import storage_order, stride_order
 from ..sandbox.pyparse import serialised
 from ..sandbox.task import Task, as_dtype, task_namespace
-from .fusion.layout import storage_order, stride_order
 
 
 @functools.lru_cache(maxsize=64)

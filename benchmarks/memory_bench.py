@@ -28,7 +28,7 @@ def main() -> int:
     import torch
     import triton
 
-    from kernelwright.agents.fusion import generate
+    from kernelwright.codegen import generate
     from kernelwright.sandbox import EvalConfig, EvalPool
 
     if not torch.cuda.is_available():

@@ -170,7 +170,7 @@ from pathlib import Path
 
 import torch
 
-from kernelwright.agents.fusion import generate
+from kernelwright.codegen import generate
 from kernelwright.sandbox.task import build_inputs, build_reference, load_task, task_namespace
 from kernelwright.sandbox.tritoncompat import fix_interpreter_index
 from kernelwright.sandbox.candidate import install_guard

@@ -47,7 +47,7 @@ def test_skips_are_summed_up_by_reason(pytester):
 
 @pytest.mark.slow
 def test_the_fusion_coverage_list_prints_only_with_verbose(tmp_path):
-    test = "tests/test_fusion_benchmarks.py::test_coverage_report"
+    test = "tests/test_codegen_benchmarks.py::test_coverage_report"
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W", "ignore", test]
     quiet = subprocess.run([*cmd, "-q"], cwd=ROOT, env=env, capture_output=True, text=True)

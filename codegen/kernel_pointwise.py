@@ -10,10 +10,68 @@ per op).
 
 from __future__ import annotations
 
+from functools import partial
+
 from .group_writer import Emitted, GroupWriter
 from .index import FULL, RUNS, access, kept_pattern
 from .ir import PW
 from .pysrc import call, docstring
+from .template import render
+
+_KERNEL = """
+@triton.jit
+$signature
+    $doc
+    pid = tl.program_id(0)
+    if WIDE:  # past 2**31 elements the offsets need 64 bits
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    $index
+    $loads
+    $body
+    $stores
+"""
+
+_LAUNCHER = """
+$signature
+    $doc
+    $layout
+    n_elements = $out0.numel()
+    $setup
+    grid = (triton.cdiv(n_elements, POINTWISE_BLOCK),)
+    $launch
+    return $outs
+"""
+
+# The launcher's operands and outputs, by how the operands are laid out: all full-size ...
+_SAME_LAYOUT = """
+# Operands sharing one dense layout (a transposed input) are read in memory order
+# and the outputs get that layout, as in eager: no copy. Otherwise, row-major.
+if not _same_dense_layout($names):
+    $contiguous
+$outputs
+$shape
+"""
+
+# ... full-size ones beside broadcast ones (the kernel's PERMUTED walk) ...
+_PERMUTED_LAYOUT = """
+shape = $shape
+# Full-size operands sharing a transposed dense layout are read in memory order
+# and the outputs get that layout, as in eager: no transposing copy.
+permuted = _transposed_dense(shape, $names)
+if not permuted:
+    $contiguous
+$runs
+$outputs
+"""
+
+# ... or broadcast operands only: row-major.
+_ROW_MAJOR = """
+$contiguous
+shape = $shape
+$outputs
+"""
 
 
 def write_pointwise(w: GroupWriter) -> Emitted:
@@ -50,16 +108,16 @@ def write_pointwise(w: GroupWriter) -> Emitted:
                     lead = rank - len(t.shape)  # dims the operand lacks in front
                     terms = [f"((offs // pstride{d}) % size{d}) * {t.name}_bs{d}" for d in kept]
                     index_lines += [
-                        "    if PERMUTED:",
-                        f"        {t.name}_idx = {' + '.join(terms)}",
-                        "    else:",
-                        f"        {t.name}_idx = {acc.expr}",
+                        "if PERMUTED:",
+                        f"    {t.name}_idx = {' + '.join(terms)}",
+                        "else:",
+                        f"    {t.name}_idx = {acc.expr}",
                     ]
                     index_args += [f"{t.name}_bs{d}" for d in kept]
                     setup += [f"{t.name}_bs{d} = {t.name}.stride({d - lead})" for d in kept]
                     used_dims += [d for d in kept if d not in used_dims]
                 else:
-                    index_lines.append(f"    {t.name}_idx = {acc.expr}")
+                    index_lines.append(f"{t.name}_idx = {acc.expr}")
                 patterns[key] = f"{t.name}_idx"
                 index_args += acc.args
                 setup += acc.setup
@@ -78,88 +136,80 @@ def write_pointwise(w: GroupWriter) -> Emitted:
         params.append("PERMUTED: tl.constexpr")
 
     n_in, n_out = len(w.tensors), len(g.outputs)
-    kernel = ["@triton.jit", *call(f"def {w.kernel}", params, "", ":")]
-    kernel += docstring(f"{w.summary()}: reads {n_in} tensor(s) once, writes {n_out}.", "    ")
-    kernel += [
-        "    pid = tl.program_id(0)",
-        "    if WIDE:  # past 2**31 elements the offsets need 64 bits",
-        "        pid = pid.to(tl.int64)",
-        "    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
-        "    mask = offs < n_elements",
-    ]
-    kernel += index_lines
-    for t in w.tensors:
-        kernel.append(w.load(t, accesses[id(t)], "mask", "    "))
-    for n in g.nodes:
-        if n.kind == PW:
-            kernel.append(w.pointwise_line(n, "    "))
-    for o in g.outputs:
-        kernel.append(f"    tl.store({o.name}_ptr + offs, {o.name}, mask=mask)")
+    kernel = render(
+        _KERNEL,
+        signature=call(f"def {w.kernel}", params, "", ":"),
+        doc=partial(docstring, f"{w.summary()}: reads {n_in} tensor(s) once, writes {n_out}."),
+        index=index_lines,
+        loads=[w.load(t, accesses[id(t)], "mask", "") for t in w.tensors],
+        body=[w.pointwise_line(n, "") for n in g.nodes if n.kind == PW],
+        stores=[f"tl.store({o.name}_ptr + offs, {o.name}, mask=mask)" for o in g.outputs],
+    )
 
-    args = [t.name for t in w.tensors] + [s.name for s in w.scalars]
-    launcher = call(f"def {w.launcher}", args, "", ":")
-    launcher += docstring(f"{w.summary()}.", "    ")
     all_full = bool(w.tensors) and len(full) == len(w.tensors)
     helpers = set()
     if all_full:
-        names = ", ".join(t.name for t in w.tensors)
-        launcher += [
-            "    # Operands sharing one dense layout (a transposed input) are read in memory order",
-            "    # and the outputs get that layout, as in eager: no copy. Otherwise, row-major.",
-            f"    if not _same_dense_layout({names}):",
-        ]
-        launcher += [f"        {t.name} = {t.name}.contiguous()" for t in w.tensors]
-        helpers.add("_same_dense_layout")
         like = w.tensors[0].name
-        for o in g.outputs:
-            launcher.append(f"    {o.name} = torch.empty_like({like}, dtype={w.dtype_expr(o)})")
-        if setup:
-            launcher.append(f"    shape = {like}.shape")
+        layout = render(
+            _SAME_LAYOUT,
+            names=", ".join(t.name for t in w.tensors),
+            contiguous=[f"{t.name} = {t.name}.contiguous()" for t in w.tensors],
+            outputs=[
+                f"{o.name} = torch.empty_like({like}, dtype={w.dtype_expr(o)})" for o in g.outputs
+            ],
+            shape=[f"shape = {like}.shape"] if setup else [],
+        )
+        helpers.add("_same_dense_layout")
     elif permuted:
-        names = ", ".join(t.name for t in full)
-        launcher.append(f"    shape = {w.shape_expr(out0)}")
-        launcher += [
-            "    # Full-size operands sharing a transposed dense layout are read in memory order",
-            "    # and the outputs get that layout, as in eager: no transposing copy.",
-            f"    permuted = _transposed_dense(shape, {names})",
-            "    if not permuted:",
-        ]
-        launcher += [f"        {t.name} = {t.name}.contiguous()" for t in full]
-        launcher += [f"    {t.name} = {t.name}.contiguous()" for t in runs]
-        helpers |= {"_transposed_dense", "_same_dense_layout"}
+        outputs = []
         for o in g.outputs:
             dtype = w.dtype_expr(o)
-            launcher.append(
-                f"    {o.name} = torch.empty_like({full[0].name}, dtype={dtype}) if permuted "
+            outputs.append(
+                f"{o.name} = torch.empty_like({full[0].name}, dtype={dtype}) if permuted "
                 f"else torch.empty(shape, dtype={dtype}, device={w.device_expr()})"
             )
+        layout = render(
+            _PERMUTED_LAYOUT,
+            shape=w.shape_expr(out0),
+            names=", ".join(t.name for t in full),
+            contiguous=[f"{t.name} = {t.name}.contiguous()" for t in full],
+            runs=[f"{t.name} = {t.name}.contiguous()" for t in runs],
+            outputs=outputs,
+        )
+        helpers |= {"_transposed_dense", "_same_dense_layout"}
     else:
-        for t in w.tensors:
-            launcher.append(f"    {t.name} = {t.name}.contiguous()")
-        launcher.append(f"    shape = {w.shape_expr(out0)}")
-        for o in g.outputs:
-            launcher.append(
-                f"    {o.name} = torch.empty(shape, dtype={w.dtype_expr(o)}, "
-                f"device={w.device_expr()})"
-            )
-    launcher.append(f"    n_elements = {out0.name}.numel()")
-    launcher += [f"    {line}" for line in setup]
-    launcher.append("    grid = (triton.cdiv(n_elements, POINTWISE_BLOCK),)")
+        dev = w.device_expr()
+        layout = render(
+            _ROW_MAJOR,
+            contiguous=[f"{t.name} = {t.name}.contiguous()" for t in w.tensors],
+            shape=w.shape_expr(out0),
+            outputs=[
+                f"{o.name} = torch.empty(shape, dtype={w.dtype_expr(o)}, device={dev})"
+                for o in g.outputs
+            ],
+        )
     launch_args = (
         [t.name for t in w.tensors]
         + [o.name for o in g.outputs]
         + ["n_elements"]
         + index_args
         + [s.name for s in w.scalars]
-        + [
-            "BLOCK_SIZE=POINTWISE_BLOCK",
-            "WIDE=n_elements >= 2**31",
-        ]
+        + ["BLOCK_SIZE=POINTWISE_BLOCK", "WIDE=n_elements >= 2**31"]
         + (["PERMUTED=permuted"] if permuted else [])
         + ["num_warps=POINTWISE_WARPS"]
     )
-    launcher += call(f"{w.kernel}[grid]", launch_args, "    ")
-    launcher.append(f"    return {', '.join(o.name for o in g.outputs)}")
+    launcher = render(
+        _LAUNCHER,
+        signature=call(
+            f"def {w.launcher}", [t.name for t in w.tensors] + [s.name for s in w.scalars], "", ":"
+        ),
+        doc=partial(docstring, f"{w.summary()}."),
+        layout=layout,
+        out0=out0.name,
+        setup=setup,
+        launch=partial(call, f"{w.kernel}[grid]", launch_args),
+        outs=", ".join(o.name for o in g.outputs),
+    )
     return Emitted(
         w.launcher,
         [kernel, launcher],

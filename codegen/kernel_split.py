@@ -14,14 +14,74 @@ both at the bandwidth of their three passes (stats read, then read + write).
 
 from __future__ import annotations
 
+from functools import partial
+
 from .group_writer import Emitted, GroupWriter
 from .index import SCALAR, access, kept_pattern
 from .ir import PW, RED, STORE, Node
 from .pysrc import call, docstring, prod
+from .template import render
 from .trace import Unsupported
 
 NEG_INF, POS_INF = '-float("inf")', 'float("inf")'
 SPLIT_OPS = {"sum", "mean", "amax", "amin", "var", "prod"}
+
+
+_PARTIAL_KERNEL = """
+@triton.jit
+$signature
+    $doc
+    k = tl.program_id(0)
+    split = tl.program_id(1)
+    if WIDE:  # past 2**31 elements the offsets need 64 bits
+        k = k.to(tl.int64)
+    n_bblocks = tl.cdiv(n_b, BLOCK)
+    $init
+    for step in range(split, n_a * n_bblocks, n_splits):
+        a = step // n_bblocks
+        b = (step % n_bblocks) * BLOCK + tl.arange(0, BLOCK)
+        mask = b < n_b
+        offs = (a * n_k + k) * n_b + b
+        $loads
+        $body
+        $steps
+        $stores
+    $partials
+"""
+
+_FINALIZE_KERNEL = '''
+@triton.jit
+$signature
+    """Combine the partial statistics of each k in split order (deterministic)."""
+    k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_mask = k < n_k
+    split = tl.arange(0, BLOCK_S)
+    wmask = k_mask[:, None] & (split[None, :] < n_splits)
+    slot = k[:, None] * n_splits + split[None, :]
+    $combine
+    $loads
+    $body
+    $stores
+'''
+
+_LAUNCHER = """
+$signature
+    $doc
+    $contiguous
+    shape = $shape
+    n_a, n_k, n_b = $sizes
+    $outputs
+    $setup
+    # Enough programs to fill the GPU: SPLIT_PROGRAMS in all, shared among the k.
+    n_bblocks = triton.cdiv(n_b, SPLIT_BLOCK)
+    n_splits = max(1, min(n_a * n_bblocks, SPLIT_PROGRAMS // n_k))
+    partial = torch.empty(($n_ws, n_k * n_splits), dtype=torch.float32, device=$device)
+    $launch_partial
+    block_s = triton.next_power_of_2(n_splits)
+    block_k = max(1, min(triton.next_power_of_2(n_k), 4096 // block_s))
+    $launch_final
+    return $outs
+"""
 
 
 class SplitWriter:
@@ -87,7 +147,7 @@ class SplitWriter:
         inputs = [t for t in w.tensors if id(t) in needed]
         ptrs = [f"{t.name}_ptr" for t in inputs] + [f"{o.name}_ptr" for o in full_outs]
         ws = [f"{n.name}_{part}_ptr" for n in self.reds for part in self.parts(n)]
-        body_loads = [f"        {self.full_load(t)}" for t in inputs]
+        body_loads = [self.full_load(t) for t in inputs]
         params = (
             ptrs
             + ws
@@ -97,38 +157,21 @@ class SplitWriter:
             + ["BLOCK: tl.constexpr", "WIDE: tl.constexpr"]
         )
         self.partial_args = list(self.index_args)
-        lines = ["@triton.jit", *call(f"def _{w.title}_partial_kernel", params, "", ":")]
-        lines += docstring(
-            f"Partial statistics of {w.summary()}: program (k, s) reduces every n_splits-th "
-            "block of k's elements.",
-            "    ",
+        return render(
+            _PARTIAL_KERNEL,
+            signature=call(f"def _{w.title}_partial_kernel", params, "", ":"),
+            doc=partial(
+                docstring,
+                f"Partial statistics of {w.summary()}: program (k, s) reduces every n_splits-th "
+                "block of k's elements.",
+            ),
+            init=[line for n in self.reds for line in self.acc_init(n, "")],
+            loads=body_loads,
+            body=[self.w.pointwise_line(n, "") for n in full_members],
+            steps=[line for n in self.reds for line in self.acc_step(n, "")],
+            stores=[f"tl.store({o.name}_ptr + offs, {o.name}, mask=mask)" for o in full_outs],
+            partials=[line for n in self.reds for line in self.partial_store(n, "")],
         )
-        lines += [
-            "    k = tl.program_id(0)",
-            "    split = tl.program_id(1)",
-            "    if WIDE:  # past 2**31 elements the offsets need 64 bits",
-            "        k = k.to(tl.int64)",
-            "    n_bblocks = tl.cdiv(n_b, BLOCK)",
-        ]
-        for n in self.reds:
-            lines += self.acc_init(n, "    ")
-        lines += [
-            "    for step in range(split, n_a * n_bblocks, n_splits):",
-            "        a = step // n_bblocks",
-            "        b = (step % n_bblocks) * BLOCK + tl.arange(0, BLOCK)",
-            "        mask = b < n_b",
-            "        offs = (a * n_k + k) * n_b + b",
-        ]
-        lines += body_loads
-        for n in full_members:
-            lines.append(self.w.pointwise_line(n, "        "))
-        for n in self.reds:
-            lines += self.acc_step(n, "        ")
-        for o in full_outs:
-            lines.append(f"        tl.store({o.name}_ptr + offs, {o.name}, mask=mask)")
-        for n in self.reds:
-            lines += self.partial_store(n, "    ")
-        return lines
 
     def parts(self, n: Node) -> list[str]:
         return ["n", "mean", "m2"] if n.op == "var" else ["acc"]
@@ -191,12 +234,10 @@ class SplitWriter:
             acc = access(t.shape, user.shape, self.reduced_runtime(user.shape), "k", f"{t.name}_f")
             cast = ".to(tl.float32)" if t.is_float else ""
             if acc.kind == SCALAR:
-                loads.append(f"    {t.name} = tl.load({t.name}_ptr){cast}")
+                loads.append(f"{t.name} = tl.load({t.name}_ptr){cast}")
             else:
                 self.add_setup(acc)
-                loads.append(
-                    f"    {t.name} = tl.load({t.name}_ptr + {acc.expr}, mask=k_mask){cast}"
-                )
+                loads.append(f"{t.name} = tl.load({t.name}_ptr + {acc.expr}, mask=k_mask){cast}")
         ws = [f"{n.name}_{part}_ptr" for n in self.reds for part in self.parts(n)]
         ptrs = [f"{t.name}_ptr" for t in red_inputs] + [f"{o.name}_ptr" for o in red_outs]
         params = (
@@ -207,28 +248,20 @@ class SplitWriter:
             + [s.name for s in w.scalars]
             + ["BLOCK_K: tl.constexpr", "BLOCK_S: tl.constexpr"]
         )
-        lines = ["@triton.jit", *call(f"def _{w.title}_finalize_kernel", params, "", ":")]
-        lines += [
-            '    """Combine the partial statistics of each k in split order (deterministic)."""',
-            "    k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)",
-            "    k_mask = k < n_k",
-            "    split = tl.arange(0, BLOCK_S)",
-            "    wmask = k_mask[:, None] & (split[None, :] < n_splits)",
-            "    slot = k[:, None] * n_splits + split[None, :]",
-        ]
-        for n in self.reds:
-            lines += self.combine(n, "    ")
-        lines += loads
-        for n in red_members:
-            lines.append(self.w.pointwise_line(n, "    "))
-        for o in red_outs:
-            lines.append(f"    tl.store({o.name}_ptr + k, {o.name}, mask=k_mask)")
-        for s in self.g.stores:
-            buf, value = s.args
-            lines.append(f"    tl.store({buf.name}_ptr + k, {value.name}, mask=k_mask)")
         self.final_inputs = red_inputs
         self.final_outs = red_outs
-        return lines
+        return render(
+            _FINALIZE_KERNEL,
+            signature=call(f"def _{w.title}_finalize_kernel", params, "", ":"),
+            combine=[line for n in self.reds for line in self.combine(n, "")],
+            loads=loads,
+            body=[self.w.pointwise_line(n, "") for n in red_members],
+            stores=[f"tl.store({o.name}_ptr + k, {o.name}, mask=k_mask)" for o in red_outs]
+            + [  # the running statistics of batch norm
+                f"tl.store({buf.name}_ptr + k, {value.name}, mask=k_mask)"
+                for buf, value in (s.args for s in self.g.stores)
+            ],
+        )
 
     def combine(self, n: Node, ind: str) -> list[str]:
         a = n.name
@@ -254,50 +287,28 @@ class SplitWriter:
 
     def write(self) -> Emitted:
         w = self.w
-        partial = self.partial_kernel()
+        partials = self.partial_kernel()
         final = self.finalize_kernel()
         x = self.reds[0].args[0]
         full_outs = [o for o in self.g.outputs if self.space[id(o)] == "full"]
-        args = [t.name for t in w.tensors] + [s.name for s in w.scalars]
-        lines = call(f"def {w.launcher}", args, "", ":")
-        lines += docstring(f"{w.summary()}.", "    ")
-        for t in w.tensors:
-            lines.append(f"    {t.name} = {t.name}.contiguous()")
-        lines.append(f"    shape = {w.shape_expr(x)}")
         rt = self.runtime
         if self.all_dims:
-            lines += ["    n_a, n_k, n_b = 1, 1, " + prod(rt)]
+            sizes = "1, 1, " + prod(rt)
         else:
-            lines += [f"    n_a, n_k, n_b = shape[0], shape[1], {prod(rt[2:])}"]
-        lines += w.output_allocations(
-            self.g.outputs,
-            lambda o: None if self.space[id(o)] == "full" else self.reduced_runtime(o.shape),
-        )
-        lines += [f"    {line}" for line in self.setup]
-        lines += [
-            "    # Enough programs to fill the GPU: SPLIT_PROGRAMS in all, shared among the k.",
-            "    n_bblocks = triton.cdiv(n_b, SPLIT_BLOCK)",
-            "    n_splits = max(1, min(n_a * n_bblocks, SPLIT_PROGRAMS // n_k))",
-            f"    partial = torch.empty(({len(self.ws_names())}, n_k * n_splits), "
-            f"dtype=torch.float32, device={w.device_expr()})",
-        ]
+            sizes = f"shape[0], shape[1], {prod(rt[2:])}"
+        n_ws = len(self.ws_names())
         full_in = self.partial_inputs()
-        launch = (
+        launch_partial = (
             [t.name for t in full_in]
             + [o.name for o in full_outs]
-            + [f"partial[{i}]" for i in range(len(self.ws_names()))]
+            + [f"partial[{i}]" for i in range(n_ws)]
             + ["n_a", "n_k", "n_b", "n_splits"]
             + self.partial_args
             + [s.name for s in w.scalars]
             + ["BLOCK=SPLIT_BLOCK", "WIDE=n_a * n_k * n_b >= 2**31", "num_warps=8"]
         )
-        lines += call(f"_{w.title}_partial_kernel[(n_k, n_splits)]", launch, "    ")
-        lines += [
-            "    block_s = triton.next_power_of_2(n_splits)",
-            "    block_k = max(1, min(triton.next_power_of_2(n_k), 4096 // block_s))",
-        ]
-        launch = (
-            [f"partial[{i}]" for i in range(len(self.ws_names()))]
+        launch_final = (
+            [f"partial[{i}]" for i in range(n_ws)]
             + [t.name for t in self.final_inputs]
             + [o.name for o in self.final_outs]
             + ["n_k", "n_splits", "n_a * n_b"]
@@ -305,12 +316,34 @@ class SplitWriter:
             + [s.name for s in w.scalars]
             + ["BLOCK_K=block_k", "BLOCK_S=block_s"]
         )
-        lines += call(f"_{w.title}_finalize_kernel[(triton.cdiv(n_k, block_k),)]", launch, "    ")
-        lines.append(f"    return {', '.join(o.name for o in self.g.outputs)}")
+        allocations = w.output_allocations(  # lines indented for a launcher body
+            self.g.outputs,
+            lambda o: None if self.space[id(o)] == "full" else self.reduced_runtime(o.shape),
+        )
+        args = [t.name for t in w.tensors] + [s.name for s in w.scalars]
+        lines = render(
+            _LAUNCHER,
+            signature=call(f"def {w.launcher}", args, "", ":"),
+            doc=partial(docstring, f"{w.summary()}."),
+            contiguous=[f"{t.name} = {t.name}.contiguous()" for t in w.tensors],
+            shape=w.shape_expr(x),
+            sizes=sizes,
+            outputs=[line.removeprefix("    ") for line in allocations],
+            setup=self.setup,
+            n_ws=str(n_ws),
+            device=w.device_expr(),
+            launch_partial=partial(
+                call, f"_{w.title}_partial_kernel[(n_k, n_splits)]", launch_partial
+            ),
+            launch_final=partial(
+                call, f"_{w.title}_finalize_kernel[(triton.cdiv(n_k, block_k),)]", launch_final
+            ),
+            outs=", ".join(o.name for o in self.g.outputs),
+        )
         helpers = {"_mul"} if any(n.op == "prod" for n in self.reds) else set()
         return Emitted(
             w.launcher,
-            [partial, final, lines],
+            [partials, final, lines],
             set(w.body.helpers) | helpers,
             ["SPLIT_PROGRAMS", "SPLIT_BLOCK"],
             f"split ({'whole tensor' if self.all_dims else 'per channel'}): {w.summary()}",

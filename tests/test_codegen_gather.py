@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import torch
-from test_fusion_harness import DEVICE, candidate_module, check_equal, task_path
+from test_codegen_harness import DEVICE, candidate_module, check_equal, task_path
 
-from kernelwright.agents.fusion import generate
+from kernelwright.codegen import generate
 
 SHARED_LOOKUP = """
 import torch

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_fusion_harness import check_equal
+from test_codegen_harness import check_equal
 
 # Rows in registers (the defaults), and streamed in blocks of 8 (several passes) at tiny sizes.
 LOOPED = ({}, {"ROW_MAX_BLOCK": 16, "ROW_LOOP_BLOCK": 8})

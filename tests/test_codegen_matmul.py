@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from test_fusion_harness import check_equal
+from test_codegen_harness import check_equal
 
 
 def test_linear_gelu_scale_residual(tmp_path):

@@ -4,10 +4,10 @@ interpreter on CPU): correctness over fresh seeds, the other-shape variant, drif
 from __future__ import annotations
 
 import pytest
-from test_fusion_api import GENERATED
-from test_fusion_harness import task_path
+from test_codegen_api import GENERATED
+from test_codegen_harness import task_path
 
-from kernelwright.agents.fusion import generate
+from kernelwright.codegen import generate
 from kernelwright.sandbox import EvalConfig, evaluate
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
-from test_fusion_harness import DEVICE, candidate_module, check_equal, task_path
+from test_codegen_harness import DEVICE, candidate_module, check_equal, task_path
 
-from kernelwright.agents.fusion import generate
-from kernelwright.agents.fusion.layout import memory_order
-from kernelwright.agents.fusion.trace import TensorInfo
+from kernelwright.codegen import generate
+from kernelwright.codegen.layout import memory_order
+from kernelwright.codegen.trace import TensorInfo
 
 
 def info(t: torch.Tensor) -> TensorInfo:

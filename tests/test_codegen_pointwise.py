@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from test_fusion_harness import check_equal
+from test_codegen_harness import check_equal
 
 
 def test_conv_epilogue_bias_relu_scale(tmp_path):
@@ -48,9 +48,9 @@ def test_transposed_input_beside_broadcast_operands_is_walked_in_memory_order(tm
     """level2/13's pattern: a transposed input times a per-column parameter. The kernel reads the
     input in memory order (no transposing copy) and the output keeps its layout, as eager's
     does; a row-major input of the same task still takes the row-major path."""
-    from test_fusion_harness import DEVICE, candidate_module
+    from test_codegen_harness import DEVICE, candidate_module
 
-    from kernelwright.agents.fusion import generate
+    from kernelwright.codegen import generate
 
     bench = Path(__file__).parent.parent / "benchmarks" / "level2"
     result = generate(str(bench / "13_transposed_input_silu_scale.py"))

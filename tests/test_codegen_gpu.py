@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_fusion_harness import check_equal
+from test_codegen_harness import check_equal
 
 pytestmark = pytest.mark.gpu
 

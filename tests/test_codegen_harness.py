@@ -1,6 +1,6 @@
 """Shared checks for the fusion codegen tests: run a generated candidate against its Model.
 
-Kept in a test module (it holds tests of its own too) so the other test_fusion_*.py files can
+Kept in a test module (it holds tests of its own too) so the other test_codegen_*.py files can
 import it; pytest puts tests/ on sys.path.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from kernelwright.agents.fusion import generate
+from kernelwright.codegen import generate
 from kernelwright.sandbox.compare import TOLERANCES
 from kernelwright.sandbox.task import (
     build_inputs,

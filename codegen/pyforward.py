@@ -13,7 +13,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ...sandbox.pyparse import parse
+from ..sandbox.pyparse import parse
 from .ir import INPUT, PARAM, SCALAR, TORCH, Graph, Node
 from .partition import Group
 from .pysrc import LINE, call, fit, literal

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
-from test_fusion_harness import TASKS, task_path
+from test_codegen_harness import TASKS, task_path
 
-from kernelwright.agents.fusion import FusionResult, generate
+from kernelwright.codegen import FusionResult, generate
 from kernelwright.sandbox.rules import format_violations
 from kernelwright.sandbox.static import static_check
 from kernelwright.sandbox.task import load_task

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.agents.fusion import generate
+from kernelwright.codegen import generate
 from kernelwright.sandbox import EvalConfig, evaluate
 from kernelwright.sandbox.rules import format_violations
 from kernelwright.sandbox.static import static_check

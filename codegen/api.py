@@ -9,9 +9,10 @@ from typing import Any
 
 import torch
 
-from ...sandbox.contract import torch_dtypes
-from ...sandbox.pyparse import serialised
-from . import ops, taskload
+from ..sandbox.contract import torch_dtypes
+from ..sandbox.pyparse import serialised
+from ..sandbox.task import Task, load_task, task_namespace, variant_overrides
+from . import ops
 from .assemble import assemble
 from .gather import fuse_gathers
 from .group_writer import Emitted, GroupWriter
@@ -34,7 +35,7 @@ WRITERS = {POINTWISE: write_pointwise, ROW: write_row, SPLIT: write_split, MATMU
 
 @dataclass(frozen=True)
 class FusionResult:
-    """The offline coder's answer for one task."""
+    """What the codegen made of one task: the candidate file, or the reason there is none."""
 
     source: str | None
     reason: str
@@ -46,11 +47,11 @@ class FusionResult:
         return self.source is not None
 
 
-def generate(task: Any, *, dtype: str = "fp32") -> FusionResult:
+def generate(task: Task | str | Path, *, dtype: str = "fp32") -> FusionResult:
     """A candidate for `task` (a sandbox Task or a path), or None with the reason."""
     try:
-        ts = taskload.task_source(task)
-        source, groups, tunables = _candidate(ts, dtype)
+        loaded = task if isinstance(task, Task) else load_task(task)  # as the evaluator loads it
+        source, groups, tunables = _candidate(loaded, dtype)
     except Unsupported as e:
         return FusionResult(None, f"no offline candidate: {e}")
     except Exception as e:  # a codegen bug must not end the run: report it as the reason
@@ -69,19 +70,19 @@ def generate(task: Any, *, dtype: str = "fp32") -> FusionResult:
     )
 
 
-def _candidate(ts: taskload.TaskSource, dtype: str) -> tuple[str, list[str], list[str]]:
-    ns = _namespace(ts, None)
-    graphs, model = _graphs(ts, ns)
-    variant = _variant(ts)
+def _candidate(task: Task, dtype: str) -> tuple[str, list[str], list[str]]:
+    ns = _namespace(task, None)
+    graphs, model = _graphs(task, ns)
+    variant = _variant(task)
     if variant is not None:
         for mode in graphs:
             bind_constants(graphs[mode], variant[0][mode], model, variant[1])
-    text, groups, tunables = _render(ts, graphs, dtype)
+    text, groups, tunables = _render(task, graphs, dtype)
     if variant is not None and all(_ops(graphs[m]) == _ops(variant[0][m]) for m in graphs):
         # The candidate written at another size must be the same text: no traced size leaked.
         # (A variant across a size-picked strategy, group norm's split path past
         # GROUP_SPLIT_ELEMENTS, traces to other nodes: its text differs by design.)
-        other, _, _ = _render(ts, variant[0], dtype)
+        other, _, _ = _render(task, variant[0], dtype)
         if other != text:
             raise Unsupported(
                 "forward uses a size that depends on the task's constants in a way the codegen "
@@ -94,35 +95,32 @@ def _ops(graph: Graph) -> list[str]:
     return [n.op for n in graph.nodes]
 
 
-def _variant(ts: taskload.TaskSource) -> tuple[dict[str, Graph], Any, dict] | None:
+def _variant(task: Task) -> tuple[dict[str, Graph], Any, dict] | None:
     """The graphs at the first of the sandbox's "other shape" sizes the task builds at."""
-    sandbox = taskload._sandbox_task_module()
-    if sandbox is None or ts.task is None:
-        return None
-    for overrides in sandbox.variant_overrides(ts.task)[:3]:
+    for overrides in variant_overrides(task)[:3]:
         try:
-            graphs, model = _graphs(ts, taskload.namespace(ts, overrides))
+            graphs, model = _graphs(task, task_namespace(task, overrides))
         except Exception:
             continue
         return graphs, model, overrides
     return None
 
 
-def _namespace(ts: taskload.TaskSource, overrides: dict[str, int] | None) -> dict[str, Any]:
+def _namespace(task: Task, overrides: dict[str, int] | None) -> dict[str, Any]:
     try:
-        return taskload.namespace(ts, overrides)
+        return task_namespace(task, overrides or {})
     except Exception as e:
         raise Unsupported(f"the task does not load: {str(e).splitlines()[0][:200]}") from e
 
 
-def _graphs(ts: taskload.TaskSource, ns: dict[str, Any]) -> tuple[dict[str, Graph], Any]:
+def _graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], Any]:
     """The canonical graph of the model as constructed ("train": KernelBench calls it without
     .eval(), though a task may put a submodule in eval mode itself) and after .eval()."""
     with serialised():  # the first meta-tensor op imports torch._dynamo, which parses (pyparse)
-        return _traced_graphs(ts, ns)
+        return _traced_graphs(task, ns)
 
 
-def _traced_graphs(ts: taskload.TaskSource, ns: dict[str, Any]) -> tuple[dict[str, Graph], Any]:
+def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], Any]:
     try:
         m32, in32 = build_model(ns, torch.float32)
         m16, in16 = build_model(ns, torch.float16)
@@ -133,16 +131,16 @@ def _traced_graphs(ts: taskload.TaskSource, ns: dict[str, Any]) -> tuple[dict[st
         if mode == "eval":
             m32.eval()
             m16.eval()
-        gm32, gm16 = trace(m32, ts.path), trace(m16, ts.path)
-        info32 = propagate(gm32, in32, ts.path)
-        info16 = propagate(gm16, in16, ts.path)
+        gm32, gm16 = trace(m32, str(task.path)), trace(m16, str(task.path))
+        info32 = propagate(gm32, in32, str(task.path))
+        info16 = propagate(gm16, in16, str(task.path))
         out[mode] = normalize(gm32, info32, info16)
     return out, m32
 
 
-def _render(ts, graphs: dict[str, Graph], dtype: str) -> tuple[str, list[str], list[str]]:
-    init_lines, helper_classes = init_source(ts.source)
-    fwd_args = forward_args(ts.source)
+def _render(task: Task, graphs: dict[str, Graph], dtype: str) -> tuple[str, list[str], list[str]]:
+    init_lines, helper_classes = init_source(task.source)
+    fwd_args = forward_args(task.source)
     emitted: list[Emitted] = []
     bodies: dict[str, list[str]] = {}
     summaries: list[str] = []
