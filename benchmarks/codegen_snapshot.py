@@ -38,10 +38,14 @@ def task_files(extra: list[Path]) -> list[Path]:
 
 
 def label(path: Path) -> str:
-    try:
-        rel = path.resolve().relative_to(ROOT.parent)
-    except ValueError:
-        rel = Path(hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]) / path.name
+    """The snapshot name of a task: the same in every checkout (a worktree, a clean clone)."""
+    real = path.resolve()
+    for base in (ROOT, ROOT.parent):  # the repository's own tasks, then ../shared's
+        if real.is_relative_to(base):
+            rel = real.relative_to(base)
+            break
+    else:
+        rel = Path(hashlib.sha1(str(real).encode()).hexdigest()[:8]) / path.name
     return str(rel).replace("/", "__").removesuffix(".py")
 
 
