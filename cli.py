@@ -97,7 +97,7 @@ def _add_max_memory(p: argparse.ArgumentParser) -> None:
 
 
 def _duration(text: str) -> float:
-    from .agents.config import parse_duration
+    from .run.config import parse_duration
 
     try:
         return parse_duration(text)
@@ -115,7 +115,7 @@ def _budget(text: str) -> float:
 
 def _role_tokens(text: str) -> tuple[str | None, int]:
     """`8192` (every role) or `coder=8192` (one role) for --context-window/--max-output-tokens."""
-    from .agents.config import ROLES
+    from .run.config import ROLES
 
     role, sep, value = text.rpartition("=")
     if sep and role.strip() not in ROLES:
@@ -195,8 +195,8 @@ def _load_task(path: str, shapes: list[tuple[str, int]]):
 def _judged_task(args: argparse.Namespace):
     """(task, EvalConfig) as eval and baseline judge them: without CUDA the task is shrunk for
     the Triton interpreter, as optimize does, unless --shape set the sizes; one line says so."""
-    from .agents.preflight import NO_GPU_NOTE, cuda_available
     from .agents.shrink import interpreter_sizes
+    from .commands.preflight import NO_GPU_NOTE, cuda_available
     from .sandbox.task import TaskError
 
     task = _load_task(args.task, args.shape)
@@ -283,7 +283,7 @@ def _first_line(text: str) -> str:
 
 def _no_gpu_note() -> bool:
     """Say once, on stderr, that nothing can be timed here; True when that is so."""
-    from .agents.preflight import NO_GPU_NOTE, cuda_available
+    from .commands.preflight import NO_GPU_NOTE, cuda_available
 
     if cuda_available():
         return False
@@ -336,7 +336,7 @@ def _unanswered(run: dict, config, prefix: str = "") -> bool:
     unanswered = run.get("llm_unanswered") or {}
     if not unanswered:
         return False
-    from .agents.rundir import role_order
+    from .run.rundir import role_order
 
     models, roles = run.get("models") or {}, role_order(unanswered)
     who = ", ".join(f"{role} ({models.get(role, '?')})" for role in roles)
@@ -358,9 +358,9 @@ def _unanswered(run: dict, config, prefix: str = "") -> bool:
 def _run_config(args: argparse.Namespace, **overrides):
     """The RunConfig of a search command (flags, then KERNELWRIGHT_*, then defaults), with the
     results store inside the runs directory unless --db or KERNELWRIGHT_DB says otherwise."""
-    from .agents.config import resolve_config
-    from .agents.preflight import PreflightError, check_models
-    from .agents.records import default_db_path
+    from .commands.preflight import PreflightError, check_models
+    from .run.config import resolve_config
+    from .run.records import default_db_path
 
     try:
         config, _ = resolve_config({**_search_flags(args), **overrides})
@@ -383,20 +383,21 @@ def _open_store(path: str):
 
 def _resumed_config(out_dir: str, run_id: str):
     """A run's own config (to check its models before resuming it)."""
-    from .agents.config import RunConfig
+    from .run.config import RunConfig
+    from .run.rundir import RunDir
 
-    run_json = Path(out_dir) / run_id / "run.json"
-    if not run_json.is_file():
-        raise UserError(f"no run {run_id!r} under {out_dir} (expected {run_json})")
-    return RunConfig.from_dict(json.loads(run_json.read_text()).get("config") or {})
+    rundir = RunDir.at(out_dir, run_id)
+    if not rundir.exists():
+        raise UserError(f"no run {run_id!r} under {out_dir} (expected {rundir.run_json})")
+    return RunConfig.from_dict(rundir.read_run().get("config") or {})
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from .agents.preflight import PreflightError, check_models
-    from .agents.progress import progress_view
-    from .agents.records import sync_run
-    from .agents.rundir import verdict
+    from .commands.preflight import PreflightError, check_models
+    from .commands.progress import progress_view
     from .graph import optimize
+    from .run.records import sync_run
+    from .run.rundir import RunDir, verdict
     from .sandbox.task import TaskError
 
     if not args.task and not args.resume:
@@ -435,8 +436,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         raise
     finally:
         run_id = run["run_id"] if run else started.get("run_id", args.resume)
-        if run_id and (Path(config.out_dir) / run_id / "run.json").is_file():
-            sync_run(store, Path(config.out_dir) / run_id)
+        if run_id and RunDir.at(config.out_dir, run_id).exists():
+            sync_run(store, RunDir.at(config.out_dir, run_id).path)
     print(f"run directory: {Path(config.out_dir) / run['run_id']}")
     print(verdict(run))
     if run.get("stop_reason") == "task-error":
@@ -445,8 +446,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def cmd_suite(args: argparse.Namespace) -> int:
-    from .agents import suite
-    from .agents.preflight import cuda_available
+    from .commands import suite
+    from .commands.preflight import cuda_available
     from .graph import optimize
     from .report import suite_summary
 
@@ -522,7 +523,7 @@ def cmd_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from .agents import nightly, suite
+    from .commands import nightly, suite
     from .graph import optimize
     from .report import NIGHTLY_SLOWDOWN
     from .sandbox.pool import EvalPool
@@ -575,8 +576,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from .agents import chat
-    from .agents.preflight import PreflightError, check_models
+    from .commands import chat
+    from .commands.preflight import PreflightError, check_models
     from .graph import optimize
     from .sandbox.task import TaskError
 
@@ -621,8 +622,8 @@ def _columns(rows: list[tuple[str, ...]]) -> str:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from .agents.records import default_db_path, list_runs
-    from .agents.rundir import INTERRUPTED
+    from .run.records import default_db_path, list_runs
+    from .run.rundir import INTERRUPTED
 
     db = args.db or default_db_path(args.out)
     store = _open_store(db) if Path(db).is_file() else None
@@ -650,7 +651,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .agents.export import ExportError, find_run_dir
+    from .commands.export import ExportError, find_run_dir
 
     if bool(args.run) == bool(args.db):
         raise UserError("report needs a RUN id (or run directory), or --db PATH")
@@ -669,8 +670,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def _store_report(args: argparse.Namespace) -> int:
-    from .agents.records import best_kernels
     from .report import suite_row, write_suite_report
+    from .run.records import best_kernels
 
     if not Path(args.db).is_file():
         raise UserError(f"no results store at {args.db}")
@@ -704,7 +705,7 @@ def _store_report(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .agents.export import ExportError, NoWinner, export_run, find_run_dir
+    from .commands.export import ExportError, NoWinner, export_run, find_run_dir
 
     try:
         done = export_run(find_run_dir(args.run, args.out), args.to)

@@ -14,20 +14,21 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send
 
 from .agents.coder import coder
-from .agents.config import RunConfig, RunContext, run_context
 from .agents.critic import critic, human
 from .agents.planner import planner, profile
-from .agents.rundir import (
+from .agents.state import CHECKPOINT_TYPES, RunState
+from .agents.tester import tester
+from .run.config import RunConfig
+from .run.context import RunContext, run_context
+from .run.finalize import finalize
+from .run.rundir import (
     INTERRUPTED,
     EventListener,
     create_run,
-    finalize,
     machine_has_cuda,
     open_run,
     run_owner,
 )
-from .agents.state import CHECKPOINT_TYPES, RunState
-from .agents.tester import tester
 from .sandbox.pool import EvalPool
 from .sandbox.pyparse import serialised
 

@@ -777,7 +777,7 @@ def _timing_note(run: Mapping[str, Any], views: Sequence[Mapping[str, Any]]) -> 
 
 def _run_status(run: Mapping[str, Any]) -> str:
     """run.json's status, "interrupted" for a "running" run whose process is gone."""
-    from .agents.rundir import run_status  # the run directory's own reading of its owner
+    from .run.rundir import run_status  # the run directory's own reading of its owner
 
     return run_status(dict(run))
 

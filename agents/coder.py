@@ -11,11 +11,12 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from ..run.context import RunContext
 from ..sandbox import checks
 from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
-from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
 from .llm import ChatClient, ChatReply, LLMError, Section, Usage, UsageLedger
+from .prompts import PROMPTS_DIR, load_prompt, prompt_part
 from .state import (
     Candidate,
     Idea,

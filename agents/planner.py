@@ -8,10 +8,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from ..run.context import RunContext
 from ..sandbox import baseline
-from .config import RunContext, load_prompt, prompt_part
 from .fusion import generate
 from .llm import LLMError, Section, UsageLedger
+from .prompts import load_prompt, prompt_part
 from .state import (
     Candidate,
     Critique,

@@ -15,10 +15,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from ..run.context import RunContext, lookup_verdict, record_candidate, remember_verdict
 from ..sandbox.pyparse import parse
 from ..sandbox.results import EvalResult
-from .config import RunContext
-from .records import lookup_verdict, record_candidate, remember_verdict
 from .state import Candidate
 
 # A variant must beat the current choice by 1% in speedup: interleaved timing spreads on a quiet

@@ -8,9 +8,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..run.rundir import RunDir, best_files, read_run, without_best_header
 from ..sandbox.pyparse import parse
-from .records import best_files, read_run
-from .rundir import without_best_header
 
 # What an exported module may import: the candidate contract's allowlist (sandbox/checks.py
 # enforces it on every candidate; checked again here so an export can never need kernelwright).
@@ -49,10 +48,12 @@ class Exported:
 
 def find_run_dir(run: str, out_dir: str) -> Path:
     """A run id under out_dir, or a run directory's path."""
-    for candidate in (Path(out_dir) / run, Path(run)):
-        if (candidate / "run.json").is_file():
-            return candidate
-    raise ExportError(f"no run {run!r} under {out_dir} (expected {Path(out_dir) / run}/run.json)")
+    for candidate in (RunDir.at(out_dir, run), RunDir(run)):
+        if candidate.exists():
+            return candidate.path
+    raise ExportError(
+        f"no run {run!r} under {out_dir} (expected {RunDir.at(out_dir, run).run_json})"
+    )
 
 
 def foreign_imports(source: str) -> list[str]:

@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import report
+from ..run.config import RunConfig, eval_config_for
+from ..run.records import sync_run, task_hash_for
+from ..run.rundir import best_files, shrunk_for_interpreter
 from ..sandbox.results import Environment, EvalResult
 from ..sandbox.task import Task, TaskError, load_task
 from ..store import BestKernel, Store, gpu_of, variant_key
-from .config import RunConfig, eval_config_for
 from .progress import plain_listener
-from .records import best_files, sync_run, task_hash_for
-from .rundir import shrunk_for_interpreter
 from .suite import task_label
 
 Optimize = Callable[..., dict[str, Any]]

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import report
+from ..run.config import RunConfig
+from ..run.records import sync_run
+from ..run.rundir import RunDir, run_candidates
 from ..sandbox.pool import EvalPool, cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
-from .config import RunConfig
 from .progress import plain_listener
-from .records import run_candidates, sync_run
 
 Optimize = Callable[..., dict[str, Any]]
 STATE_NAME = "suite_state.json"
@@ -236,7 +237,7 @@ class SuiteRunner:
             self.out.write(f"[{label}] finished earlier in run {earlier}: run again (--redo)\n")
             entry = {}  # a new run; the earlier one stays on disk
         resume = entry.get("run_id")
-        if resume and not (Path(config.out_dir) / resume / "run.json").is_file():
+        if resume and not RunDir.at(config.out_dir, resume).exists():
             resume = None
 
         def started(event: dict[str, Any]) -> None:

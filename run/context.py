@@ -86,7 +86,7 @@ def run_context(
     llm = llm_configs(config)
     online = [cfg for cfg in llm.values() if not cfg.offline]
     cache_path = online[0].cache_path if online else None
-    models = {role: OFFLINE if cfg.offline else cfg.model for role, cfg in llm.items()}
+    models: dict[str, str] = {r: OFFLINE if cfg.offline else cfg.model for r, cfg in llm.items()}
     cache = ResponseCache(cache_path) if cache_path else None
     return RunContext(
         config=config,

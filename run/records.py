@@ -50,7 +50,9 @@ def environment_key(run: dict[str, Any]) -> str:
     if not env:
         return ""
     known = {f.name for f in dataclasses.fields(Environment)}
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in env.items() if k in known}
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in env.items() if k in known
+    }
     return Environment(**fields).key
 
 

@@ -126,16 +126,17 @@ class RunDir:
     # -- events ------------------------------------------------------------------------------
     def event(self, name: str, **fields: Any) -> dict[str, Any]:
         """Append one line to events.jsonl and tell the listeners (the CLI's progress view)."""
-        return self.record({"ts": now_iso(), "event": name, **fields})
+        record = {"ts": now_iso(), "event": name, **fields}
+        self.record(record)
+        return record
 
-    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+    def record(self, record: dict[str, Any]) -> None:
         """Append an event that already has its ts and name (the LLM client's events)."""
         line = json.dumps(record, default=str)
         with self._lock, open(self.path / EVENTS, "a") as f:
             f.write(line + "\n")
         for listener in self.listeners:
             listener(record)
-        return record
 
     def events(self) -> list[dict[str, Any]]:
         path = self.path / EVENTS

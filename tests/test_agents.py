@@ -12,11 +12,8 @@ from fake_openai import reply
 from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
 
 from kernelwright.agents import coder as coder_mod
-from kernelwright.agents.config import RunConfig, llm_configs, parse_duration, resolve_config
 from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
 from kernelwright.agents.llm import UsageLedger
-from kernelwright.agents.progress import RunProgress
-from kernelwright.agents.rundir import finalize, format_event
 from kernelwright.agents.state import (
     AgentUsage,
     Candidate,
@@ -28,6 +25,11 @@ from kernelwright.agents.state import (
     best_candidate,
 )
 from kernelwright.agents.tester import evaluate_candidate, sweep, tunables, with_values
+from kernelwright.commands.progress import RunProgress
+from kernelwright.run.config import RunConfig, parse_duration, resolve_config
+from kernelwright.run.context import llm_configs
+from kernelwright.run.finalize import finalize
+from kernelwright.run.rundir import format_event
 from kernelwright.sandbox import checks
 from kernelwright.sandbox.results import Correctness, EvalResult, KernelStats, Mismatch, Roofline
 
@@ -503,7 +505,7 @@ def get_init_inputs():
 
 
 def test_without_cuda_a_big_task_is_shrunk_unless_shapes_were_given(tmp_path) -> None:
-    from kernelwright.agents.rundir import shrunk_for_interpreter
+    from kernelwright.run.rundir import shrunk_for_interpreter
     from kernelwright.sandbox.task import input_bytes, load_task
 
     path = tmp_path / "big.py"

@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_cli_support import FAST, TASKS, kw
 
-from kernelwright.agents.rundir import run_owner, run_status
+from kernelwright.run.rundir import run_owner, run_status
 from kernelwright.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
