@@ -9,8 +9,10 @@ lands on. graph.optimize is passed in (`optimize`): agents/ never imports graph.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from ..sandbox.results import EvalResult
 from ..sandbox.summary import format_result
 from ..sandbox.task import load_task
 from ..store import Store
+from .common import UserError, open_store, read_file, resumed_config, run_config
 from .progress import plain_listener
 
 Optimize = Callable[..., dict[str, Any]]
@@ -372,3 +375,40 @@ def resume_chat(
     if run_status(run) in ("running", INTERRUPTED, "failed"):
         session.advance(None)
     return session
+
+
+# -- the command ----------------------------------------------------------------------------------
+def cmd_chat(args: argparse.Namespace) -> int:
+    from ..graph import optimize
+    from ..sandbox.task import TaskError
+    from .preflight import PreflightError, check_models
+
+    if bool(args.task) == bool(args.resume):
+        raise UserError("chat needs a TASK file, or --resume RUN_ID to continue a chat")
+    if args.task:
+        read_file(args.task, "task")
+    if args.resume and args.start_from:
+        raise UserError("--from starts a new chat; it cannot be combined with --resume")
+    # One candidate per message unless asked: the person reads each verdict before the next.
+    config = run_config(args, candidates=args.candidates or 1)
+    resumed = resumed_config(config.out_dir, args.resume) if args.resume else None
+    store = open_store((resumed.db if resumed else None) or config.db)
+    try:
+        if resumed is not None:
+            check_models(resumed)
+            session = resume_chat(
+                optimize, config.out_dir, args.resume, inp=sys.stdin, out=sys.stdout, store=store
+            )
+        else:
+            session = start_chat(
+                optimize,
+                config,
+                args.task,
+                inp=sys.stdin,
+                out=sys.stdout,
+                start_from=args.start_from,
+                store=store,
+            )
+        return session.loop()
+    except (ChatError, PreflightError, TaskError, ValueError) as e:
+        raise UserError(str(e)) from None

@@ -73,6 +73,7 @@ def test_role_models_follow_the_same_precedence() -> None:
 
 def test_context_window_and_output_flags_reach_each_role() -> None:
     from kernelwright import cli
+    from kernelwright.commands.common import search_flags
 
     args = cli.build_parser().parse_args(
         ["optimize", "t.py", "--context-window", "65536", "--context-window", "coder=8192",
@@ -83,7 +84,7 @@ def test_context_window_and_output_flags_reach_each_role() -> None:
         "KERNELWRIGHT_CRITIC_CONTEXT_WINDOW": "4096",  # under --context-window: not used
         "KERNELWRIGHT_MAX_OUTPUT_TOKENS": "3000",
     }
-    config, _ = resolve_config(cli._search_flags(args), env)
+    config, _ = resolve_config(search_flags(args), env)
     llm = llm_configs(config.replace(model="my-model"), env)
     windows = {role: cfg.window for role, cfg in llm.items()}
     assert windows == {"planner": 65536, "coder": 8192, "critic": 65536}

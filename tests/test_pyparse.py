@@ -9,7 +9,7 @@ from pathlib import Path
 from kernelwright.sandbox import pyparse
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = [p for d in ("sandbox", "agents") for p in (ROOT / d).rglob("*.py")]
+PACKAGE = [p for d in ("sandbox", "agents", "run", "commands") for p in (ROOT / d).rglob("*.py")]
 PACKAGE += [ROOT / n for n in ("graph.py", "cli.py", "store.py", "report.py")]
 
 
