@@ -11,11 +11,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from ..run.context import RunContext
+from ..run.rundir import KERNEL_PY
 from ..sandbox import contract, rules
 from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
-from .config import PROMPTS_DIR, RunContext, load_prompt, prompt_part
 from .llm import AgentUsage, ChatClient, ChatReply, LLMError, Section, UsageLedger
+from .prompts import PROMPTS_DIR, load_prompt, prompt_part
 from .state import (
     Candidate,
     Idea,
@@ -279,7 +281,7 @@ def write_llm_files(
     if reasoning:  # split off the reply before it was read; kept for audit
         rd.write_candidate_file(round_no, index, "reasoning.md", reasoning)
     if source is not None:
-        rd.write_candidate_file(round_no, index, "kernel.py", source)
+        rd.write_candidate_file(round_no, index, KERNEL_PY, source)
 
 
 def reasoning_text(replies: list[ChatReply]) -> str:
@@ -302,7 +304,7 @@ def fusion_candidate(state: RunState, ctx: RunContext, index: int, why: str) -> 
     note = f"No prompt: the deterministic fusion codegen (offline coder) wrote this file ({why}).\n"
     rd.write_candidate_file(round_no, index, "prompt.md", note)
     rd.write_candidate_file(round_no, index, "reply.md", f"fusion codegen: {fusion['reason']}\n")
-    rd.write_candidate_file(round_no, index, "kernel.py", source)
+    rd.write_candidate_file(round_no, index, KERNEL_PY, source)
     return Candidate(
         round=round_no, index=index, origin="fusion", idea="fusion codegen", source=source
     )
@@ -317,7 +319,7 @@ def person_candidate(state: RunState, ctx: RunContext) -> Candidate | None:
     note = "No prompt: the person's own kernel (chat --from), evaluated as given (no model).\n"
     rd.write_candidate_file(1, 1, "prompt.md", note)
     rd.write_candidate_file(1, 1, "reply.md", "the person's kernel (--from)\n")
-    rd.write_candidate_file(1, 1, "kernel.py", source)
+    rd.write_candidate_file(1, 1, KERNEL_PY, source)
     return Candidate(round=1, index=1, origin="human", idea="your kernel (--from)", source=source)
 
 

@@ -13,9 +13,10 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
+from ..run.context import RunContext
 from ..sandbox.results import fault_of
-from .config import RunContext, load_prompt, prompt_part
 from .llm import LLMError, Section, UsageLedger
+from .prompts import load_prompt, prompt_part
 from .state import (
     Candidate,
     Critique,

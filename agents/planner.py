@@ -9,9 +9,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ..codegen import generate
+from ..run.context import RunContext
 from ..sandbox import baseline
-from .config import RunContext, load_prompt, prompt_part
 from .llm import LLMError, Section, UsageLedger
+from .prompts import load_prompt, prompt_part
 from .state import (
     Candidate,
     Critique,

@@ -16,10 +16,10 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from ..decisions import is_better
+from ..run.context import RunContext, lookup_verdict, record_candidate, remember_verdict
+from ..run.rundir import RESULT_JSON, TUNED_PY, TUNED_RESULT_JSON
 from ..sandbox.pyparse import parse
 from ..sandbox.results import EvalResult
-from .config import RunContext
-from .records import lookup_verdict, record_candidate, remember_verdict
 from .state import Candidate
 
 # A variant must beat the current choice by 1% in speedup: interleaved timing spreads on a quiet
@@ -183,7 +183,7 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
     rd.event("candidate.evaluating", round=cand.round, index=cand.index, origin=cand.origin)
     future, cached = verdict_future(ctx, source)
     result = judged(ctx, future)
-    rd.write_candidate_file(cand.round, cand.index, "result.json", result.to_json(indent=2) + "\n")
+    rd.write_candidate_file(cand.round, cand.index, RESULT_JSON, result.to_json(indent=2) + "\n")
     rd.event(
         "candidate.evaluated",
         round=cand.round,
@@ -203,9 +203,9 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
             tuned_source, result = best_src, best_res
             tuned = {t.name: t.value for t in tunables(best_src)}
             seed = {t.name: t.value for t in tunables(source)}
-            rd.write_candidate_file(cand.round, cand.index, "tuned.py", best_src)
+            rd.write_candidate_file(cand.round, cand.index, TUNED_PY, best_src)
             rd.write_candidate_file(
-                cand.round, cand.index, "tuned_result.json", best_res.to_json(indent=2) + "\n"
+                cand.round, cand.index, TUNED_RESULT_JSON, best_res.to_json(indent=2) + "\n"
             )
             # The progress line and the live view show the verdict that now stands for this
             # candidate: without it the log's last figure is the seed's, the report's the sweep's.

@@ -50,10 +50,7 @@ def label(path: Path) -> str:
 
 
 def emit(path: Path, dtype: str) -> str:
-    try:
-        from kernelwright.codegen import generate
-    except ImportError:  # a tree from before the codegen left agents/ (issue 15): the "before"
-        from kernelwright.agents.fusion import generate
+    from kernelwright.codegen import generate
 
     result = generate(path, dtype=dtype)
     head = json.dumps({"reason": result.reason, "tunables": result.tunables}, sort_keys=True)

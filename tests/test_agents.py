@@ -12,11 +12,8 @@ from fake_openai import reply
 from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
 
 from kernelwright.agents import coder as coder_mod
-from kernelwright.agents.config import RunConfig, llm_configs, parse_duration, resolve_config
 from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
 from kernelwright.agents.llm import AgentUsage, UsageLedger
-from kernelwright.agents.progress import RunProgress
-from kernelwright.agents.rundir import finalize, format_event
 from kernelwright.agents.state import (
     Candidate,
     Critique,
@@ -27,6 +24,11 @@ from kernelwright.agents.state import (
     best_candidate,
 )
 from kernelwright.agents.tester import evaluate_candidate, sweep, tunables, with_values
+from kernelwright.commands.progress import RunProgress
+from kernelwright.run.config import RunConfig, parse_duration, resolve_config
+from kernelwright.run.context import llm_configs
+from kernelwright.run.finalize import finalize
+from kernelwright.run.rundir import format_event
 from kernelwright.sandbox import rules
 from kernelwright.sandbox.results import Correctness, EvalResult, KernelStats, Mismatch, Roofline
 
@@ -70,6 +72,7 @@ def test_role_models_follow_the_same_precedence() -> None:
 
 def test_context_window_and_output_flags_reach_each_role() -> None:
     from kernelwright import cli
+    from kernelwright.commands.common import search_flags
 
     args = cli.build_parser().parse_args(
         ["optimize", "t.py", "--context-window", "65536", "--context-window", "coder=8192",
@@ -80,7 +83,7 @@ def test_context_window_and_output_flags_reach_each_role() -> None:
         "KERNELWRIGHT_CRITIC_CONTEXT_WINDOW": "4096",  # under --context-window: not used
         "KERNELWRIGHT_MAX_OUTPUT_TOKENS": "3000",
     }
-    config, _ = resolve_config(cli._search_flags(args), env)
+    config, _ = resolve_config(search_flags(args), env)
     llm = llm_configs(config.replace(model="my-model"), env)
     windows = {role: cfg.window for role, cfg in llm.items()}
     assert windows == {"planner": 65536, "coder": 8192, "critic": 65536}
@@ -502,7 +505,7 @@ def get_init_inputs():
 
 
 def test_without_cuda_a_big_task_is_shrunk_unless_shapes_were_given(tmp_path) -> None:
-    from kernelwright.agents.rundir import shrunk_for_interpreter
+    from kernelwright.run.rundir import shrunk_for_interpreter
     from kernelwright.sandbox.task import input_bytes, load_task
 
     path = tmp_path / "big.py"

@@ -11,7 +11,7 @@ import torch
 from fake_openai import reply
 from test_cli_support import EXAMPLES, TASKS, kw
 
-from kernelwright.agents.rundir import BEST_PY_HEADER
+from kernelwright.run.rundir import BEST_PY_HEADER
 from kernelwright.store import Store
 
 pytest_plugins = ["fake_openai"]

@@ -15,9 +15,9 @@ import torch
 from test_cli_support import TASKS, check_standalone, kw, offline_run
 
 from kernelwright import cli
-from kernelwright.agents.config import RunConfig
-from kernelwright.agents.progress import RunProgress, live_listener, plain_listener
-from kernelwright.agents.records import variant_of
+from kernelwright.commands.progress import RunProgress, live_listener, plain_listener
+from kernelwright.run.config import RunConfig
+from kernelwright.run.records import variant_of
 from kernelwright.store import Store
 
 COMMANDS = ("eval", "baseline", "optimize", "suite", "nightly", "chat", "runs", "report", "export")
@@ -278,7 +278,7 @@ def test_export_of_a_real_run_is_standalone(offline, tmp_path):
 
 
 def test_store_path_defaults_inside_the_runs_directory(monkeypatch, tmp_path):
-    from kernelwright.agents.records import default_db_path
+    from kernelwright.run.records import default_db_path
 
     monkeypatch.delenv("KERNELWRIGHT_DB", raising=False)
     # Inside: two out directories with one parent do not share a store unless asked (--db).
@@ -289,7 +289,7 @@ def test_store_path_defaults_inside_the_runs_directory(monkeypatch, tmp_path):
 
 
 def test_max_memory_reaches_the_evaluator_and_refuses_nonsense(no_llm_env, monkeypatch):
-    from kernelwright.agents.config import eval_config_for, resolve_config
+    from kernelwright.run.config import eval_config_for, resolve_config
 
     seen = {}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_cli_support import EXAMPLES, TASKS, check_standalone, kw
 
-from kernelwright.agents.export import foreign_imports
+from kernelwright.commands.export import foreign_imports
 from kernelwright.sandbox.results import EvalResult, Timings
 
 GOOD = (EXAMPLES / "gelu.py").read_text()
@@ -94,7 +94,7 @@ def test_foreign_imports(source, foreign):
 
 
 def test_best_py_and_the_export_say_forward_only_once(tmp_path):
-    from kernelwright.agents.rundir import BEST_PY_HEADER
+    from kernelwright.run.rundir import BEST_PY_HEADER
 
     assert "Forward only" in BEST_PY_HEADER and "reference Model" in BEST_PY_HEADER
     make_run(tmp_path / "runs", "gelu-4", best=True, header=BEST_PY_HEADER)

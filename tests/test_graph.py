@@ -13,9 +13,9 @@ from langgraph.types import Command, Send
 from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
 
 from kernelwright import graph
-from kernelwright.agents.config import RunConfig
-from kernelwright.agents.rundir import BEST_PY_HEADER
 from kernelwright.agents.state import Candidate
+from kernelwright.run.config import RunConfig
+from kernelwright.run.rundir import BEST_PY_HEADER
 
 pytest_plugins = ["fake_openai"]
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 from test_cli_support import EXAMPLES, FAST, TASKS, kw
 
-from kernelwright.agents.config import RunConfig
-from kernelwright.agents.nightly import Nightly, failed
+from kernelwright.commands.nightly import Nightly, failed
+from kernelwright.run.config import RunConfig
 from kernelwright.sandbox.results import Environment, EvalResult, Timing, Timings
 from kernelwright.store import Store
 

@@ -19,7 +19,7 @@ from fake_openai import reply, stall
 from test_agents_support import EXAMPLES, TASKS
 
 from kernelwright import cli
-from kernelwright.agents.rundir import BEST_PY_HEADER
+from kernelwright.run.rundir import BEST_PY_HEADER
 
 pytest_plugins = ["fake_openai"]
 # These runs assert the interpreter's semantics (correctness only, first verified = best);
@@ -330,8 +330,8 @@ def round2_finished(run_dir: Path, other: int) -> bool:
 
 def test_chat_run_waits_for_the_person_between_rounds(tmp_path, fake_openai):
     """The chat CLI's path: optimize() returns at the person's turn and resumes with an answer."""
-    from kernelwright.agents.config import RunConfig
     from kernelwright.graph import optimize as run_optimize
+    from kernelwright.run.config import RunConfig
 
     script(fake_openai, [reply(code(WRONG)), reply(code(GOOD))])
     config = RunConfig(

@@ -9,7 +9,11 @@ from pathlib import Path
 from kernelwright.sandbox import pyparse
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = [p for d in ("sandbox", "agents", "report") for p in (ROOT / d).rglob("*.py")]
+PACKAGE = [
+    p
+    for d in ("sandbox", "agents", "codegen", "run", "commands", "report")
+    for p in (ROOT / d).rglob("*.py")
+]
 PACKAGE += [ROOT / n for n in ("graph.py", "cli.py", "store.py", "decisions.py")]
 
 

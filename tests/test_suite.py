@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from test_cli_support import TASKS, kw
 
-from kernelwright.agents.config import RunConfig
-from kernelwright.agents.suite import (
+from kernelwright.commands.suite import (
     STATE_NAME,
     SuiteError,
     SuiteRunner,
@@ -22,6 +21,7 @@ from kernelwright.agents.suite import (
     suite_key,
     task_label,
 )
+from kernelwright.run.config import RunConfig
 from kernelwright.sandbox.task import load_task
 from kernelwright.store import Store
 
@@ -325,7 +325,7 @@ def test_cli_redo_says_when_a_pattern_matches_nothing(tmp_path):
 
 
 def test_a_task_without_candidate_says_why_and_levels_are_summed_apart(tmp_path):
-    from kernelwright.agents.suite import summary_lines, task_row
+    from kernelwright.commands.suite import summary_lines, task_row
     from kernelwright.report.suite import suite_summary
 
     run = {"run_id": "r", "stop_reason": "no-candidate", "stop_detail": "nothing to fuse: sort"}

@@ -590,7 +590,7 @@ def test_the_command_line_and_environment_spell_tuples_with_commas():
     import argparse
 
     from kernelwright import cli
-    from kernelwright.agents.config import parse_shapes
+    from kernelwright.run.config import parse_shapes
 
     assert cli._shape("kernel_size=3,5") == ("kernel_size", (3, 5))
     assert cli._shape("height=32") == ("height", 32)

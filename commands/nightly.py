@@ -7,7 +7,9 @@ again tonight. graph.optimize is passed in (`optimize`): agents/ never imports g
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,14 +17,24 @@ from typing import IO, Any
 
 from ..decisions import NIGHTLY_SLOWDOWN
 from ..report.nightly import nightly_changes, write_nightly_report
+from ..run.config import RunConfig, eval_config_for
+from ..run.records import sync_run, task_hash_for
+from ..run.rundir import best_files, shrunk_for_interpreter
 from ..sandbox.results import Environment, EvalResult
 from ..sandbox.task import Task, TaskError, load_task
 from ..store import BestKernel, Store, gpu_of, variant_key
-from .config import RunConfig, eval_config_for
+from .common import (
+    EXIT_MODEL_UNANSWERED,
+    EXIT_NEGATIVE,
+    EXIT_OK,
+    UserError,
+    model_unanswered,
+    no_gpu_note,
+    open_store,
+    run_config,
+)
 from .progress import plain_listener
-from .records import best_files, sync_run, task_hash_for
-from .rundir import shrunk_for_interpreter
-from .suite import task_label
+from .suite import SuiteError, find_tasks, task_label
 
 Optimize = Callable[..., dict[str, Any]]
 
@@ -215,3 +227,55 @@ def failed(outcomes: Sequence[NightlyTask]) -> list[NightlyTask]:
     """The tasks that make the night fail: a regression, or a task that could not be checked
     (an error, an evaluator error, a reference that fails)."""
     return [o for o in outcomes if o.regression or o.error or o.evaluator_error or o.task_error]
+
+
+# -- the command ----------------------------------------------------------------------------------
+def cmd_nightly(args: argparse.Namespace) -> int:
+    from ..graph import optimize
+    from ..sandbox.pool import EvalPool
+
+    try:
+        paths = find_tasks(args.suite)
+    except SuiteError as e:
+        raise UserError(str(e)) from None
+    config = run_config(args)
+    no_gpu = no_gpu_note()
+    store = open_store(config.db)
+    night = args.night or today()
+    with EvalPool(config.workers) as pool:
+        job = Nightly(
+            optimize,
+            config,
+            store,
+            pool,
+            sys.stdout,
+            night=night,
+            slowdown=NIGHTLY_SLOWDOWN if args.slowdown is None else args.slowdown,
+            search=not args.no_search,
+            cuda=not no_gpu,
+        )
+        outcomes = job.run(paths)
+    report_dir = Path(args.report or Path(config.db).parent / "nightly" / night)
+    files = job.write_report(outcomes, report_dir)
+    bad = failed(outcomes)
+    print(f"report: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    unanswered = [o for o in outcomes if model_unanswered(o.run, config, f"[{o.label}] ")]
+    if bad:
+        print(
+            f"kernelwright: nightly {night}: {len(bad)} of {len(outcomes)} task(s) regressed or "
+            f"failed: {', '.join(o.label for o in bad)}",
+            file=sys.stderr,
+        )
+        internal = [o for o in bad if o.evaluator_error]
+        if internal:
+            print(
+                f"kernelwright: {len(internal)} of them are evaluator errors, kernelwright's "
+                f"fault and not the kernels' (their kernels were kept, not measured): "
+                f"{', '.join(o.label for o in internal)}",
+                file=sys.stderr,
+            )
+        return EXIT_NEGATIVE
+    if unanswered:  # the searches ran offline: no regression, but not the night that was asked
+        return EXIT_MODEL_UNANSWERED
+    print(f"nightly {night}: {len(outcomes)} task(s), no regression")
+    return EXIT_OK

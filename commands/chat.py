@@ -9,21 +9,26 @@ lands on. graph.optimize is passed in (`optimize`): agents/ never imports graph.
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from ..decisions import INTERRUPTED, run_status, verdict
+from ..run.config import OFFLINE, RunConfig, eval_config_for
+from ..run.context import llm_configs
+from ..run.records import sync_run
+from ..run.rundir import RunDir, run_candidates
 from ..sandbox.results import EvalResult
 from ..sandbox.summary import format_result
 from ..sandbox.task import load_task
 from ..store import Store
-from .config import OFFLINE, RunConfig, eval_config_for, llm_configs
+from .common import UserError, open_store, read_file, resumed_config, run_config
 from .progress import plain_listener
-from .records import run_candidates, sync_run
 
 Optimize = Callable[..., dict[str, Any]]
 Judge = Callable[..., EvalResult]  # sandbox.evaluate(task, source, config)
@@ -73,10 +78,10 @@ class Version:
 
 def start_kernel(spec: str, out_dir: str) -> tuple[str, str]:
     """(label, source) of --from: a run id (its best.py) or a kernel file."""
-    run_best = Path(out_dir) / spec / "best.py"
-    if run_best.is_file():
-        return f"run {spec}", run_best.read_text()
-    if (Path(out_dir) / spec / "run.json").is_file():
+    run_dir = RunDir.at(out_dir, spec)
+    if run_dir.best_py.is_file():
+        return f"run {spec}", run_dir.best_py.read_text()
+    if run_dir.exists():
         raise ChatError(f"run {spec} has no verified kernel (no best.py) to start from")
     path = Path(spec)
     if path.is_file():
@@ -110,7 +115,7 @@ class ChatSession:
         (self.run_dir / CHAT_FILE).write_text(json.dumps(state, indent=2) + "\n")
 
     def read_run(self) -> dict[str, Any]:
-        return json.loads((self.run_dir / "run.json").read_text())
+        return RunDir(self.run_dir).read_run()
 
     # -- versions --------------------------------------------------------------------------------
     def versions(self) -> list[Version]:
@@ -161,7 +166,7 @@ class ChatSession:
         for c in run_candidates(self.run_dir):
             if c.round == number:
                 self.say(f"  {c.key}: {c.result.summary()}")
-        critique = self.run_dir / f"round_{number:02d}" / "critique.json"
+        critique = RunDir(self.run_dir).round_dir(number) / "critique.json"
         if critique.is_file():
             crit = json.loads(critique.read_text())
             self.say(f"critic: {crit.get('summary', '')}")
@@ -205,7 +210,7 @@ class ChatSession:
         from ..sandbox import evaluate
 
         config = RunConfig.from_dict(self.run["config"])
-        task = load_task(self.run_dir / "task.py", config.shapes)
+        task = load_task(RunDir(self.run_dir).task_py, config.shapes)
         result = (self.judge or evaluate)(task, cur.source, eval_config_for(config))
         self.say(f"{cur.key}:")
         self.say(format_result(result, task_name=self.run.get("task_name", "")))
@@ -359,10 +364,10 @@ def resume_chat(
     store: Store | None = None,
 ) -> ChatSession:
     """An earlier chat, from where it was left (a round cut short by a kill is finished first)."""
-    run_json = Path(out_dir) / run_id / "run.json"
-    if not run_json.is_file():
-        raise ChatError(f"no run {run_id!r} under {out_dir} (expected {run_json})")
-    run = json.loads(run_json.read_text())
+    rundir = RunDir.at(out_dir, run_id)
+    if not rundir.exists():
+        raise ChatError(f"no run {run_id!r} under {out_dir} (expected {rundir.run_json})")
+    run = rundir.read_run()
     if not (run.get("config") or {}).get("chat"):
         raise ChatError(
             f"run {run_id} is not a chat (resume it with kernelwright optimize --resume)"
@@ -371,3 +376,40 @@ def resume_chat(
     if run_status(run) in ("running", INTERRUPTED, "failed"):
         session.advance(None)
     return session
+
+
+# -- the command ----------------------------------------------------------------------------------
+def cmd_chat(args: argparse.Namespace) -> int:
+    from ..graph import optimize
+    from ..sandbox.task import TaskError
+    from .preflight import PreflightError, check_models
+
+    if bool(args.task) == bool(args.resume):
+        raise UserError("chat needs a TASK file, or --resume RUN_ID to continue a chat")
+    if args.task:
+        read_file(args.task, "task")
+    if args.resume and args.start_from:
+        raise UserError("--from starts a new chat; it cannot be combined with --resume")
+    # One candidate per message unless asked: the person reads each verdict before the next.
+    config = run_config(args, candidates=args.candidates or 1)
+    resumed = resumed_config(config.out_dir, args.resume) if args.resume else None
+    store = open_store((resumed.db if resumed else None) or config.db)
+    try:
+        if resumed is not None:
+            check_models(resumed)
+            session = resume_chat(
+                optimize, config.out_dir, args.resume, inp=sys.stdin, out=sys.stdout, store=store
+            )
+        else:
+            session = start_chat(
+                optimize,
+                config,
+                args.task,
+                inp=sys.stdin,
+                out=sys.stdout,
+                start_from=args.start_from,
+                store=store,
+            )
+        return session.loop()
+    except (ChatError, PreflightError, TaskError, ValueError) as e:
+        raise UserError(str(e)) from None

@@ -1,7 +1,12 @@
-"""The run directory: run.json, each round's files, best.py, events.jsonl (a line per step)."""
+"""The run directory: run.json, each round's files, best.py, events.jsonl (a line per step).
+
+RunDir is the only code that knows the directory's paths: the others ask it (RunDir.at,
+read_run, run_candidates, best_files) instead of joining file names themselves.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -9,21 +14,28 @@ import secrets
 import shutil
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..decisions import fastest, run_owner
+from ..agents.shrink import interpreter_sizes
+from ..decisions import run_owner
+from ..sandbox.results import EvalResult
 from ..sandbox.task import Task, TaskError, load_task
 from .config import RunConfig
-from .shrink import interpreter_sizes
-from .state import Candidate, RunState, Usage, best_candidate, round_summaries
-
-if TYPE_CHECKING:
-    from langgraph.runtime import Runtime
-
-    from .config import RunContext
 
 EventListener = Callable[[dict[str, Any]], None]
+
+# The files of a run directory.
+RUN_JSON = "run.json"
+TASK_PY = "task.py"  # the task as the run started it (a resume falls back on it)
+BEST_PY = "best.py"
+EVENTS = "events.jsonl"
+CHECKPOINT = "checkpoint.sqlite"
+# ... and of each candidate's directory, round_NN/cand_K/: the coder's kernel and its verdict,
+# and the launch-constant sweep's variant with its own when it beat the seed.
+KERNEL_PY, RESULT_JSON = "kernel.py", "result.json"
+TUNED_PY, TUNED_RESULT_JSON = "tuned.py", "tuned_result.json"
 
 
 def new_run_id(task_name: str) -> str:
@@ -52,10 +64,26 @@ def _dump(data: Any) -> str:
 class RunDir:
     """Writes one run's directory. Thread-safe: tester branches write concurrently."""
 
-    def __init__(self, path: Path, listeners: list[EventListener] | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], listeners: list[EventListener] | None = None
+    ) -> None:
         self.path = Path(path)
         self.listeners = list(listeners or [])
         self._lock = threading.Lock()
+
+    @classmethod
+    def at(
+        cls,
+        out_dir: str | os.PathLike[str],
+        run_id: str,
+        listeners: list[EventListener] | None = None,
+    ) -> RunDir:
+        """The directory of run `run_id` under `out_dir` (which may not exist)."""
+        return cls(Path(out_dir) / run_id, listeners)
+
+    def exists(self) -> bool:
+        """Whether this is a run directory: it has its run.json."""
+        return self.run_json.is_file()
 
     @property
     def run_id(self) -> str:
@@ -63,42 +91,55 @@ class RunDir:
 
     @property
     def checkpoint_path(self) -> Path:
-        return self.path / "checkpoint.sqlite"
+        return self.path / CHECKPOINT
+
+    @property
+    def run_json(self) -> Path:
+        return self.path / RUN_JSON
+
+    @property
+    def task_py(self) -> Path:
+        return self.path / TASK_PY
+
+    @property
+    def best_py(self) -> Path:
+        return self.path / BEST_PY
 
     # -- run.json ----------------------------------------------------------------------------
     def read_run(self) -> dict[str, Any]:
-        return json.loads((self.path / "run.json").read_text())
+        return json.loads(self.run_json.read_text())
 
     def update_run(self, **fields: Any) -> dict[str, Any]:
         """Merge `fields` into run.json (read, update, atomic rewrite)."""
         with self._lock:
-            path = self.path / "run.json"
+            path = self.run_json
             data = json.loads(path.read_text()) if path.exists() else {}
             data.update(fields)
             _write_atomic(path, _dump(data))
             return data
 
     def copy_task(self, task_path: str | Path) -> Path:
-        dst = self.path / "task.py"
+        dst = self.task_py
         shutil.copyfile(task_path, dst)
         return dst
 
     # -- events ------------------------------------------------------------------------------
     def event(self, name: str, **fields: Any) -> dict[str, Any]:
         """Append one line to events.jsonl and tell the listeners (the CLI's progress view)."""
-        return self.record({"ts": now_iso(), "event": name, **fields})
+        record = {"ts": now_iso(), "event": name, **fields}
+        self.record(record)
+        return record
 
-    def record(self, record: dict[str, Any]) -> dict[str, Any]:
+    def record(self, record: dict[str, Any]) -> None:
         """Append an event that already has its ts and name (the LLM client's events)."""
         line = json.dumps(record, default=str)
-        with self._lock, open(self.path / "events.jsonl", "a") as f:
+        with self._lock, open(self.path / EVENTS, "a") as f:
             f.write(line + "\n")
         for listener in self.listeners:
             listener(record)
-        return record
 
     def events(self) -> list[dict[str, Any]]:
-        path = self.path / "events.jsonl"
+        path = self.path / EVENTS
         if not path.exists():
             return []
         lines = path.read_text().splitlines()
@@ -138,8 +179,97 @@ class RunDir:
         _write_atomic(path, text)
         return path
 
+    def write_best(self, source: str) -> str:
+        """best.py: the winner's source under BEST_PY_HEADER; its path relative to the run."""
+        return self.relative(self.write_text(BEST_PY, BEST_PY_HEADER + source))
+
+    def remove_best(self) -> None:
+        """No winner: never leave a stale best.py from an earlier attempt."""
+        if self.best_py.exists():
+            self.best_py.unlink()
+
     def relative(self, path: Path) -> str:
         return str(Path(path).relative_to(self.path))
+
+    # -- reading candidates ------------------------------------------------------------------
+    def candidates(self) -> list[CandidateFiles]:
+        """Every evaluated candidate of the run, in round then index order."""
+        found = []
+        for cand_dir in self.path.glob("round_*/cand_*"):
+            if cand_dir.parent.name[6:].isdigit() and cand_dir.name[5:].isdigit():
+                files = candidate_files(cand_dir)
+                if files is not None:
+                    found.append(files)
+        return sorted(found, key=lambda c: (c.round, c.index))
+
+    def best(self) -> CandidateFiles | None:
+        """The run's winner (run.json's best) with its source as best.py holds it, or None."""
+        best = self.read_run().get("best")
+        if not best:
+            return None
+        files = candidate_files(self.candidate_dir(best["round"], best["candidate"]))
+        if files is None:
+            return None
+        best_py = self.path / (best.get("path") or BEST_PY)
+        if best_py.is_file():
+            files = dataclasses.replace(files, source=best_py.read_text())
+        return files
+
+
+# -- reading a run directory ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class CandidateFiles:
+    """One evaluated candidate as its directory holds it: the final source and its verdict."""
+
+    round: int
+    index: int
+    source: str  # tuned.py when the sweep improved it, else kernel.py
+    result: EvalResult  # tuned_result.json, else result.json
+    tuned: bool
+
+    @property
+    def key(self) -> str:
+        return f"round_{self.round:02d}/cand_{self.index}"
+
+
+def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    return RunDir(run_dir).read_run()
+
+
+def tuned_won(cand_dir: Path) -> bool:
+    """The rule for a candidate's verdict: the sweep's variant when it beat the seed (the tester
+    writes tuned.py and tuned_result.json only then), else the seed's kernel.py and result.json."""
+    return (cand_dir / TUNED_PY).is_file() and (cand_dir / TUNED_RESULT_JSON).is_file()
+
+
+def candidate_files(cand_dir: Path) -> CandidateFiles | None:
+    """The candidate in `cand_dir` (round_NN/cand_K), or None when it was never evaluated."""
+    tuned = tuned_won(cand_dir)
+    source_file = cand_dir / (TUNED_PY if tuned else KERNEL_PY)
+    result_file = cand_dir / (TUNED_RESULT_JSON if tuned else RESULT_JSON)
+    if not (source_file.is_file() and result_file.is_file()):
+        return None
+    try:
+        result = EvalResult.from_json(result_file.read_text())
+    except (ValueError, TypeError, KeyError):  # a result.json torn by a kill
+        return None
+    return CandidateFiles(
+        round=int(cand_dir.parent.name.removeprefix("round_")),
+        index=int(cand_dir.name.removeprefix("cand_")),
+        source=source_file.read_text(),
+        result=result,
+        tuned=tuned,
+    )
+
+
+def run_candidates(run_dir: str | os.PathLike[str]) -> list[CandidateFiles]:
+    """Every evaluated candidate of a run, in round then index order."""
+    return RunDir(run_dir).candidates()
+
+
+def best_files(run_dir: str | os.PathLike[str]) -> CandidateFiles | None:
+    """The run's winner (run.json's best) with its source as best.py holds it, or None."""
+    return RunDir(run_dir).best()
 
 
 def format_event(event: dict[str, Any]) -> str | None:
@@ -244,18 +374,6 @@ def _llm_line(kind: str, event: dict[str, Any]) -> str | None:
     return None
 
 
-def unanswered_roles(usage: Usage, models: dict[str, str]) -> dict[str, str]:
-    """{role: last error} for each role with a model whose calls all failed or were refused:
-    the run was meant to use it and did not (exit 3 unless --fallback-offline)."""
-    out = {}
-    for role, model in models.items():
-        u = usage.per_agent.get(role)
-        if model == "offline" or u is None or u.calls or not (u.failed_calls or u.refused_calls):
-            continue
-        out[role] = u.last_error or "its calls were not sent: the endpoint was switched off"
-    return out
-
-
 # -- finalize -------------------------------------------------------------------------------------
 # best.py's header. A verified kernel is verified forward: its Triton kernels define no backward,
 # so backward() through its outputs fails ("element 0 of tensors does not require grad") or
@@ -273,116 +391,6 @@ BEST_PY_HEADER = (
 def without_best_header(text: str) -> str:
     """best.py's kernel as the candidate wrote it (BEST_PY_HEADER removed)."""
     return text[len(BEST_PY_HEADER) :] if text.startswith(BEST_PY_HEADER) else text
-
-
-def best_block(best: Candidate | None, rel_path: str | None) -> dict[str, Any] | None:
-    """run.json's best: where the winner is and what it achieved."""
-    if best is None:
-        return None
-    return {
-        "round": best.round,
-        "candidate": best.index,
-        "path": rel_path,
-        "origin": best.origin,
-        "tuned": best.tuned,
-        "speedup_eager": best.speedup_eager,
-        "speedup_compiled": best.speedup_compiled,
-        "roofline_fraction": best.roofline_fraction,
-        "summary": best.summary,
-    }
-
-
-def candidate_rows(candidates: list[Candidate]) -> list[dict[str, Any]]:
-    """run.json's candidates: one row per candidate of every round, for reports."""
-    return [
-        {
-            "round": c.round,
-            "candidate": c.index,
-            "origin": c.origin,
-            "idea": c.idea,
-            "status": c.status,
-            "rule": c.rule,
-            "summary": c.summary,
-            "speedup_eager": c.speedup_eager,
-            "speedup_compiled": c.speedup_compiled,
-            "roofline_fraction": c.roofline_fraction,
-            "followup": c.followup,
-            "duplicate_of": c.duplicate_of,
-        }
-        for c in sorted(candidates, key=lambda c: (c.round, c.index))
-    ]
-
-
-def write_report(rundir: RunDir) -> str | None:
-    """report.run.write_run_report(run_dir); the error text if it fails."""
-    from ..report.run import write_run_report
-
-    try:
-        write_run_report(rundir.path)
-    except Exception as e:  # the run's results are on disk already; a report bug must not lose them
-        rundir.event("report.error", error=f"{type(e).__name__}: {e}")
-        return f"{type(e).__name__}: {e}"
-    return None
-
-
-def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """Node: best.py (only a verified candidate that beat the reference) and the final run.json."""
-    ctx = runtime.context
-    rd = ctx.rundir
-    meaningful = (state.get("profile") or {}).get("timing_meaningful", False)
-    candidates = state.get("candidates", [])
-    best = best_candidate(candidates, timing_meaningful=meaningful)
-    best_path = None
-    if best is not None:
-        best_path = rd.relative(
-            rd.write_text("best.py", BEST_PY_HEADER + (best.final_source or ""))
-        )
-    elif (rd.path / "best.py").exists():  # never leave a stale winner from an earlier attempt
-        (rd.path / "best.py").unlink()
-    note = (
-        "Times are not meaningful: no CUDA here, candidates ran under the Triton interpreter "
-        "(correctness only); best is the first verified candidate."
-        if not meaningful
-        else ""
-    )
-    usage = state.get("usage") or Usage()
-    breakers = [
-        {"endpoint": e.endpoint, "model": e.model, "error": str(e.open_error)}
-        for e in ctx.endpoints.states()
-        if e.open_error is not None
-    ]
-    rd.update_run(
-        status="done",
-        llm_unanswered=unanswered_roles(usage, ctx.models()),
-        llm_switched_off=breakers,
-        finished=now_iso(),
-        stop_reason=state.get("stop_reason"),
-        stop_detail=state.get("stop_detail", ""),
-        best=best_block(best, best_path),
-        verdict_note=note or None,
-        timing_meaningful=meaningful,
-        usage=usage.to_dict(),
-        rounds=round_summaries(state.get("plans", []), candidates),
-        candidates=candidate_rows(candidates),
-        elapsed_s=round(state.get("elapsed_s", 0.0), 3),
-    )
-    # With no winner, the progress line still names the fastest verified kernel and its verdict.
-    quickest = None
-    if best is None and meaningful:
-        timed = [c for c in candidates if c.status == "ok" and c.speedup_eager is not None]
-        quickest = fastest(timed, lambda c: c.speedup_eager)
-    shown = best or quickest
-    rd.event(
-        "finalize",
-        best=best.key if best else None,
-        fastest=quickest.key if quickest else None,
-        summary=shown.summary if shown else None,
-        stop_reason=state.get("stop_reason"),
-    )
-    report_error = write_report(rd)
-    if report_error:
-        rd.update_run(report_error=report_error)
-    return {}
 
 
 # -- starting and reopening runs ------------------------------------------------------------------
@@ -430,7 +438,7 @@ def create_run(
         notes.append(note)
     # What the sizes are and why, for the reports: the task's own, --shape's, or the shrink's.
     sized_by = "shape" if given else ("shrink" if task.overrides else "task")
-    rundir = RunDir(Path(config.out_dir) / new_run_id(task.name), listeners)
+    rundir = RunDir.at(config.out_dir, new_run_id(task.name), listeners)
     rundir.path.mkdir(parents=True)
     rundir.copy_task(task.path)
     rundir.update_run(
@@ -461,9 +469,9 @@ def open_run(
 ) -> tuple[RunDir, RunConfig, Task]:
     """An existing run to resume: its own config and task (the copy in the run directory when
     the original file is gone or changed)."""
-    rundir = RunDir(Path(out_dir) / run_id, listeners)
-    if not (rundir.path / "run.json").is_file():
-        raise TaskError(f"no run {run_id!r} under {out_dir} (expected {rundir.path}/run.json)")
+    rundir = RunDir.at(out_dir, run_id, listeners)
+    if not rundir.exists():
+        raise TaskError(f"no run {run_id!r} under {out_dir} (expected {rundir.run_json})")
     run = rundir.read_run()
     config = RunConfig.from_dict(run["config"])
     task_path = run["task"]
@@ -471,13 +479,11 @@ def open_run(
         not Path(task_path).is_file()
         or load_task(task_path, config.shapes).hash != run["task_hash"]
     ):
-        task_path = str(rundir.path / "task.py")
+        task_path = str(rundir.task_py)
     task = load_task(task_path, config.shapes)
     if task.hash != run["task_hash"]:
         raise TaskError(f"run {run_id}: its task.py no longer matches the hash in run.json")
-    from .records import run_candidates  # records reads run directories: it imports this
-
-    verified = [c.result for c in run_candidates(rundir.path) if c.result.ok]
+    verified = [c.result for c in rundir.candidates() if c.result.ok]
     speedups = [r.speedup_eager for r in verified if r.speedup_eager is not None]
     rundir.event(
         "run.resume",

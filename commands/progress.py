@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .rundir import EventListener, format_event
+from ..run.rundir import EventListener, format_event
 
 # Candidate statuses as the view colours them (rich styles).
 STATUS_STYLES = {

@@ -3,15 +3,17 @@ that imports nothing but torch, triton and the standard library."""
 
 from __future__ import annotations
 
+import argparse
 import ast
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..run.rundir import RunDir, best_files, read_run, without_best_header
 from ..sandbox.contract import ALLOWED_ROOTS
 from ..sandbox.pyparse import parse
-from .records import best_files, read_run
-from .rundir import without_best_header
+from .common import EXIT_NEGATIVE, EXIT_OK, UserError
 
 # What an exported module may import: the candidate contract's allowlist (sandbox/contract.py;
 # the static check enforces it on every candidate; checked again here so an export can never
@@ -37,10 +39,12 @@ class Exported:
 
 def find_run_dir(run: str, out_dir: str) -> Path:
     """A run id under out_dir, or a run directory's path."""
-    for candidate in (Path(out_dir) / run, Path(run)):
-        if (candidate / "run.json").is_file():
-            return candidate
-    raise ExportError(f"no run {run!r} under {out_dir} (expected {Path(out_dir) / run}/run.json)")
+    for candidate in (RunDir.at(out_dir, run), RunDir(run)):
+        if candidate.exists():
+            return candidate.path
+    raise ExportError(
+        f"no run {run!r} under {out_dir} (expected {RunDir.at(out_dir, run).run_json})"
+    )
 
 
 def foreign_imports(source: str) -> list[str]:
@@ -143,3 +147,17 @@ def export_run(run_dir: Path, to: str | os.PathLike[str]) -> Exported:
     tmp.write_text(text)
     os.replace(tmp, path)
     return Exported(path, run["run_id"], winner.key, tuned)
+
+
+# -- the command ----------------------------------------------------------------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        done = export_run(find_run_dir(args.run, args.out), args.to)
+    except NoWinner as e:
+        print(f"kernelwright: {e}", file=sys.stderr)
+        return EXIT_NEGATIVE
+    except ExportError as e:
+        raise UserError(str(e)) from None
+    tuned = ", ".join(f"{k}={v}" for k, v in sorted(done.tuned.items())) or "as written"
+    print(f"wrote {done.path}: ModelNew of run {done.run_id} ({done.key}), constants {tuned}")
+    return EXIT_OK

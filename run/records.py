@@ -1,27 +1,23 @@
-"""A run's verdicts on disk and in the results store: its row, its candidates (the verdict cache)
-and its best kernel, read from the run directory or recorded as the run goes."""
+"""A run in the results store: its row, its best kernel and the listing of runs, brought up to
+date from the run directory (rundir.py reads it)."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..decisions import run_status
-from ..sandbox.pool import source_hash
-from ..sandbox.results import Environment, EvalResult
-from ..store import BestKernel, Store, config_key, variant_key
+from ..sandbox.results import Environment
+from ..store import BestKernel, Store, variant_key
 from .config import RunConfig, eval_config_for
+from .rundir import RUN_JSON, RunDir, best_files, read_run
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
     from ..sandbox.task import Task
-    from .config import RunContext
-    from .rundir import RunDir
-    from .state import Candidate
 
 DB_NAME = "kernelwright.db"
 DB_ENV = "KERNELWRIGHT_DB"
@@ -37,73 +33,7 @@ def default_db_path(out_dir: str | os.PathLike[str] = "runs") -> str:
     return os.environ.get(DB_ENV) or str(Path(out_dir).resolve() / DB_NAME)
 
 
-# -- reading a run directory ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class CandidateFiles:
-    """One evaluated candidate as its directory holds it: the final source and its verdict."""
-
-    round: int
-    index: int
-    source: str  # tuned.py when the sweep improved it, else kernel.py
-    result: EvalResult  # tuned_result.json, else result.json
-    tuned: bool
-
-    @property
-    def key(self) -> str:
-        return f"round_{self.round:02d}/cand_{self.index}"
-
-
-def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    return json.loads((Path(run_dir) / "run.json").read_text())
-
-
-def candidate_files(cand_dir: Path) -> CandidateFiles | None:
-    """The candidate in `cand_dir` (round_NN/cand_K), or None when it was never evaluated."""
-    tuned = (cand_dir / "tuned.py").is_file() and (cand_dir / "tuned_result.json").is_file()
-    source_file = cand_dir / ("tuned.py" if tuned else "kernel.py")
-    result_file = cand_dir / ("tuned_result.json" if tuned else "result.json")
-    if not (source_file.is_file() and result_file.is_file()):
-        return None
-    try:
-        result = EvalResult.from_json(result_file.read_text())
-    except (ValueError, TypeError, KeyError):  # a result.json torn by a kill
-        return None
-    return CandidateFiles(
-        round=int(cand_dir.parent.name.removeprefix("round_")),
-        index=int(cand_dir.name.removeprefix("cand_")),
-        source=source_file.read_text(),
-        result=result,
-        tuned=tuned,
-    )
-
-
-def run_candidates(run_dir: str | os.PathLike[str]) -> list[CandidateFiles]:
-    """Every evaluated candidate of a run, in round then index order."""
-    found = []
-    for cand_dir in Path(run_dir).glob("round_*/cand_*"):
-        if cand_dir.parent.name[6:].isdigit() and cand_dir.name[5:].isdigit():
-            files = candidate_files(cand_dir)
-            if files is not None:
-                found.append(files)
-    return sorted(found, key=lambda c: (c.round, c.index))
-
-
-def best_files(run_dir: str | os.PathLike[str]) -> CandidateFiles | None:
-    """The run's winner (run.json's best) with its source as best.py holds it, or None."""
-    run_dir = Path(run_dir)
-    best = read_run(run_dir).get("best")
-    if not best:
-        return None
-    cand_dir = run_dir / f"round_{best['round']:02d}" / f"cand_{best['candidate']}"
-    files = candidate_files(cand_dir)
-    if files is None:
-        return None
-    best_py = run_dir / (best.get("path") or "best.py")
-    if best_py.is_file():
-        files = dataclasses.replace(files, source=best_py.read_text())
-    return files
-
-
+# -- what a run is best for -------------------------------------------------------------------
 def task_hash_for(task: Task, eval_config: EvalConfig) -> str:
     """The task's hash as the evaluator reports it: the config's shapes applied."""
     effective = dataclasses.replace(task, overrides={**task.overrides, **eval_config.shapes})
@@ -121,7 +51,9 @@ def environment_key(run: dict[str, Any]) -> str:
     if not env:
         return ""
     known = {f.name for f in dataclasses.fields(Environment)}
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in env.items() if k in known}
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in env.items() if k in known
+    }
     return Environment(**fields).key
 
 
@@ -177,41 +109,6 @@ def open_run_store(config: RunConfig, rundir: RunDir, models: dict[str, str]) ->
     return store
 
 
-def lookup_verdict(ctx: RunContext, source: str) -> EvalResult | None:
-    """The store's verdict on this exact source, task, environment and config, if it has one."""
-    if ctx.store is None:
-        return None
-    env = ctx.pool.describe()
-    return ctx.store.lookup_result(
-        task_hash_for(ctx.task, ctx.eval_config),
-        source_hash(source),
-        env.key,
-        config_key(ctx.eval_config),
-    )
-
-
-def remember_verdict(ctx: RunContext, result: EvalResult) -> None:
-    """Cache a fresh verdict (the store keeps only those that are the candidate's own)."""
-    if ctx.store is not None and result.source_hash:
-        ctx.store.record_result(result, config_key(ctx.eval_config))
-
-
-def record_candidate(
-    ctx: RunContext, cand: Candidate, source: str, result: EvalResult, *, cached: bool
-) -> None:
-    """A candidate's final verdict in the store's candidates table (and cache)."""
-    if ctx.store is not None:
-        ctx.store.record_candidate(
-            ctx.rundir.run_id,
-            cand.round,
-            cand.index,
-            source,
-            result,
-            config_key(ctx.eval_config),
-            cached=cached,
-        )
-
-
 # -- listing --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class RunListing:
@@ -262,7 +159,7 @@ def list_runs(store: Store | None, out_dir: str | os.PathLike[str]) -> list[RunL
     root = Path(out_dir)
     found: dict[str, RunListing] = {}
     if root.is_dir():
-        for run_json in root.glob("*/run.json"):
+        for run_json in root.glob(f"*/{RUN_JSON}"):
             listing = _listing_from_dir(run_json.parent)
             if listing is not None:
                 found[listing.id] = listing

@@ -6,11 +6,13 @@ graph.optimize is passed in (`optimize`): agents/ never imports graph.py.
 
 from __future__ import annotations
 
+import argparse
 import fnmatch
 import hashlib
 import json
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,12 +23,23 @@ from typing import IO, Any
 
 from ..decisions import fastest
 from ..report.suite import level_line, suite_row, write_suite_report
+from ..run.config import RunConfig
+from ..run.records import sync_run
+from ..run.rundir import RunDir, run_candidates
 from ..sandbox.pool import EvalPool, cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
-from .config import RunConfig
+from .common import (
+    EXIT_MODEL_UNANSWERED,
+    EXIT_NEGATIVE,
+    EXIT_OK,
+    UserError,
+    model_unanswered,
+    no_gpu_note,
+    open_store,
+    run_config,
+)
 from .progress import plain_listener
-from .records import run_candidates, sync_run
 
 Optimize = Callable[..., dict[str, Any]]
 STATE_NAME = "suite_state.json"
@@ -233,7 +246,7 @@ class SuiteRunner:
             self.out.write(f"[{label}] finished earlier in run {earlier}: run again (--redo)\n")
             entry = {}  # a new run; the earlier one stays on disk
         resume = entry.get("run_id")
-        if resume and not (Path(config.out_dir) / resume / "run.json").is_file():
+        if resume and not RunDir.at(config.out_dir, resume).exists():
             resume = None
 
         def started(event: dict[str, Any]) -> None:
@@ -408,3 +421,80 @@ def write_reports(outcomes: Sequence[TaskOutcome], out_dir: Path) -> dict[str, P
     """write_suite_report for these tasks: suite.md/.json/.html and the speedup plot."""
     title = f"kernelwright suite: {len(outcomes)} task{'s' * (len(outcomes) != 1)}"
     return write_suite_report([o.row for o in outcomes], out_dir, title=title)
+
+
+# -- the command ----------------------------------------------------------------------------------
+def cmd_suite(args: argparse.Namespace) -> int:
+    from ..graph import optimize
+    from ..report.suite import suite_summary
+    from .preflight import cuda_available
+
+    try:
+        paths = find_tasks(args.tasks)
+    except SuiteError as e:
+        raise UserError(str(e)) from None
+    config = workers_per_job(run_config(args), args.jobs, cuda_available())
+    no_gpu_note()
+    groups = None
+    if args.jobs > 1 and cuda_available():
+        import torch
+
+        gpus = torch.cuda.device_count()
+        groups = device_groups(gpus, args.jobs)
+        if args.jobs > len(groups):
+            print(
+                f"kernelwright: note: {len(groups)} job(s), not {args.jobs}: one per GPU at most, "
+                "since tasks timed on the same GPU disturb each other's timings",
+                file=sys.stderr,
+            )
+    runner = SuiteRunner(
+        optimize,
+        config,
+        sys.stdout,
+        open_store(config.db),
+        device_groups=groups,
+        stop_at=None if args.stop_after is None else time.monotonic() + args.stop_after,
+        redo=tuple(args.redo),
+    )
+    labels = [task_label(p) for p in paths]
+    for pattern in args.redo:
+        if not any(fnmatch.fnmatchcase(label, pattern) for label in labels):
+            print(f"kernelwright: note: --redo {pattern!r} matches no task here", file=sys.stderr)
+    outcomes = runner.run(paths, jobs=args.jobs)
+    left = [o for o in outcomes if o.not_started]
+    outcomes = [o for o in outcomes if not o.not_started]
+    print()
+    print("\n".join(summary_lines(suite_summary([o.row for o in outcomes]))))
+    print()
+    print("\n".join(table_lines(outcomes)))
+    files = write_reports(outcomes, Path(config.out_dir))
+    print(f"\nreport: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
+    if left:
+        print(
+            f"kernelwright: {len(left)} task(s) not started (--stop-after); run the same command "
+            "again to continue: finished tasks are skipped",
+            file=sys.stderr,
+        )
+    errors = [o for o in outcomes if o.error]
+    if errors:
+        print(f"kernelwright: {len(errors)} task(s) could not run: see above", file=sys.stderr)
+    broken = [o for o in outcomes if o.row.get("status") == "task-error"]
+    if broken:
+        print(
+            f"kernelwright: {len(broken)} task(s) whose reference itself fails (task-error): "
+            f"{', '.join(o.label for o in broken)}; fix those task files",
+            file=sys.stderr,
+        )
+    internal = [o for o in outcomes if o.row.get("evaluator_errors")]
+    if internal:
+        count = sum(o.row["evaluator_errors"] for o in internal)
+        print(
+            f"kernelwright: {count} evaluator error(s), kernelwright's fault and not the "
+            f"candidates', in {', '.join(o.label for o in internal)}; `suite --redo TASK` runs "
+            "a task again",
+            file=sys.stderr,
+        )
+    unanswered = [o for o in outcomes if model_unanswered(o.run, config, f"[{o.label}] ")]
+    if errors or broken or internal:
+        return EXIT_NEGATIVE
+    return EXIT_MODEL_UNANSWERED if unanswered else EXIT_OK

@@ -1,30 +1,20 @@
-"""RunConfig, one run's knobs (CLI flags, then environment, then defaults), and its RunContext."""
+"""RunConfig, one run's knobs (CLI flags, then environment, then defaults)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import jinja2
-
+from ..agents.shrink import CPU_INPUT_BYTES
+from ..agents.state import Budget
 from ..sandbox.contract import DType, PrecisionPolicy
-from .llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger
-from .shrink import CPU_INPUT_BYTES
-from .state import Budget
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
-    from ..sandbox.pool import EvalPool
-    from ..sandbox.task import Task
-    from ..store import Store
-    from .rundir import RunDir
 
 Role = Literal["planner", "coder", "critic"]
 ROLES: tuple[Role, ...] = ("planner", "coder", "critic")
@@ -32,7 +22,6 @@ ROLES: tuple[Role, ...] = ("planner", "coder", "critic")
 ROLE_SETTINGS = ("model", "context_window", "max_output_tokens")
 OFFLINE = "offline"
 ENV_PREFIX = "KERNELWRIGHT_"
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
 @dataclass(frozen=True)
@@ -278,87 +267,6 @@ def resolve_config(
     return RunConfig(**values), sources
 
 
-@cache
-def _prompt_env() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(PROMPTS_DIR),
-        undefined=jinja2.StrictUndefined,  # a missing variable is a bug, not an empty string
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-
-
-def load_prompt(template: str, **variables: Any) -> Any:
-    """prompts/<template> bound to `variables`: each macro (system(), task(), ...) is one part.
-
-    Parts are separate so that an agent can mark which ones `fit_messages` may trim (history,
-    logs, examples) and which never (the task, the current kernel).
-    """
-    return _prompt_env().get_template(template).make_module(variables)
-
-
-def prompt_part(module: Any, name: str) -> str:
-    """The text of one macro of a loaded prompt, stripped of surrounding blank lines."""
-    return str(getattr(module, name)()).strip("\n")
-
-
-def llm_configs(config: RunConfig, env: Mapping[str, str] | None = None) -> dict[Role, LLMConfig]:
-    """One LLMConfig per role. A role is offline when its model is "offline" or there is no key."""
-    return {
-        role: LLMConfig.from_env(
-            config.model_for(role),
-            env=env,
-            use_cache=False if config.no_cache else None,
-            context_window=config.context_window_for(role),
-            max_output_tokens=config.max_output_tokens_for(role),
-        )
-        for role in ROLES
-    }
-
-
-@dataclass
-class RunContext:
-    """What the nodes need besides the state: LangGraph's runtime context, never checkpointed."""
-
-    config: RunConfig
-    task: Task
-    eval_config: EvalConfig
-    pool: EvalPool
-    rundir: RunDir
-    llm: dict[Role, LLMConfig]
-    interpreter: bool  # no CUDA: candidates run under the Triton interpreter, timings meaningless
-    cache: ResponseCache | None = None
-    limiter: threading.BoundedSemaphore = field(
-        default_factory=lambda: threading.BoundedSemaphore(4)
-    )
-    store: Store | None = None  # results store: run rows, candidates, the verdict cache
-    # What each endpoint and model taught this run (parameters, window) and their circuit
-    # breakers: shared by the clients of every node, which are built per call.
-    endpoints: Endpoints = field(default_factory=Endpoints)
-
-    def online(self, role: Role) -> bool:
-        return not self.llm[role].offline
-
-    def client(self, role: Role, ledger: UsageLedger) -> ChatClient | None:
-        """A chat client for `role` counting into `ledger` (one per node call), or None offline."""
-        if not self.online(role):
-            return None
-        return ChatClient(
-            self.llm[role],
-            self.cache,
-            self.rundir.record,
-            ledger=ledger,
-            limiter=self.limiter,
-            endpoints=self.endpoints,
-        )
-
-    def models(self) -> dict[str, str]:
-        """run.json's models block: the model of each role, "offline" for the rules."""
-        return {role: OFFLINE if cfg.offline else cfg.model for role, cfg in self.llm.items()}
-
-
 def eval_config_for(config: RunConfig) -> EvalConfig:
     """How the evaluator judges this run's candidates."""
     from ..sandbox.config import EvalConfig
@@ -375,29 +283,3 @@ def eval_config_for(config: RunConfig) -> EvalConfig:
     if config.max_memory_gb is not None:
         fields["max_memory_gb"] = config.max_memory_gb
     return EvalConfig(**fields)
-
-
-def run_context(
-    config: RunConfig, task: Task, rundir: RunDir, pool: EvalPool, *, interpreter: bool
-) -> RunContext:
-    """The nodes' runtime context for one (possibly resumed) run."""
-    from .records import open_run_store
-
-    llm = llm_configs(config)
-    online = [cfg for cfg in llm.values() if not cfg.offline]
-    cache_path = online[0].cache_path if online else None
-    models = {role: OFFLINE if cfg.offline else cfg.model for role, cfg in llm.items()}
-    cache = ResponseCache(cache_path) if cache_path else None
-    return RunContext(
-        config=config,
-        task=task,
-        eval_config=eval_config_for(config),
-        pool=pool,
-        rundir=rundir,
-        llm=llm,
-        interpreter=interpreter,
-        cache=cache,
-        limiter=threading.BoundedSemaphore(max([c.max_concurrency for c in online], default=1)),
-        store=open_run_store(config, rundir, models),
-        endpoints=Endpoints(cache, read_stored=not config.no_cache),
-    )

@@ -1,0 +1,1 @@
+"""The commands beside cli.py: what each `kernelwright` subcommand does."""

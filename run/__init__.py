@@ -1,0 +1,1 @@
+"""The run lifecycle: its config, its context, its directory and its records."""
