@@ -14,14 +14,14 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send
 
 from .agents.coder import coder
+from .agents.context import RunContext, run_context
 from .agents.critic import critic, human
+from .agents.finalize import finalize
 from .agents.planner import planner, profile
 from .agents.state import CHECKPOINT_TYPES, RunState
 from .agents.tester import tester
 from .decisions import INTERRUPTED, run_owner
 from .run.config import RunConfig
-from .run.context import RunContext, run_context
-from .run.finalize import finalize
 from .run.rundir import EventListener, create_run, machine_has_cuda, open_run
 from .sandbox.pool import EvalPool
 from .sandbox.pyparse import serialised

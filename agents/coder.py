@@ -11,14 +11,15 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from ..run.context import RunContext
 from ..run.rundir import KERNEL_PY
 from ..sandbox import contract, rules
 from ..sandbox.bounded import bounded_static_check
 from ..sandbox.pyparse import parse
+from .context import RunContext
 from .llm import AgentUsage, ChatClient, ChatReply, LLMError, Section, UsageLedger
 from .prompts import PROMPTS_DIR, load_prompt, prompt_part
 from .state import (
+    Budget,
     Candidate,
     Idea,
     Plan,
@@ -406,7 +407,7 @@ def coder(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     ctx, started, ledger = runtime.context, time.monotonic(), UsageLedger()
     client = ctx.client("coder", ledger)
     note = ""
-    if client is not None and (note := llm_budget_spent(state, ctx.config.budget()) or ""):
+    if client is not None and (note := llm_budget_spent(state, Budget.of(ctx.config)) or ""):
         client = None
     drafts = mark_duplicates(
         write_candidates(state, ctx, client, note), state.get("candidates", [])

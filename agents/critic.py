@@ -13,11 +13,12 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from ..run.context import RunContext
 from ..sandbox.results import fault_of
+from .context import RunContext
 from .llm import LLMError, Section, UsageLedger
 from .prompts import load_prompt, prompt_part
 from .state import (
+    Budget,
     Candidate,
     Critique,
     Feedback,
@@ -216,7 +217,7 @@ def stop_decision(
     cands: list[Candidate] = state.get("candidates", [])
     meaningful = (state.get("profile") or {}).get("timing_meaningful", False)
     best = best_candidate(cands, timing_meaningful=meaningful)
-    spent = cfg.budget().exhausted(usage=usage, elapsed_s=elapsed_s, rounds_done=round_no)
+    spent = Budget.of(cfg).exhausted(usage=usage, elapsed_s=elapsed_s, rounds_done=round_no)
     if cfg.chat:  # the person decides, within the money and time budgets
         return spent if spent and spent[0] != "rounds" else None
     if spent:
@@ -306,7 +307,7 @@ def critique_round(
     """(critique, source): the LLM's when it answers, else the rules'."""
     rules = rules_critique(state["round"], cands, state.get("profile") or {})
     client = ctx.client("critic", ledger)
-    if client is None or not cands or llm_budget_spent(state, ctx.config.budget()):
+    if client is None or not cands or llm_budget_spent(state, Budget.of(ctx.config)):
         return rules, "rules"
     try:
         crit, reply = client.structured(

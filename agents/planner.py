@@ -9,11 +9,12 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ..codegen import generate
-from ..run.context import RunContext
 from ..sandbox import baseline
+from .context import RunContext
 from .llm import LLMError, Section, UsageLedger
 from .prompts import load_prompt, prompt_part
 from .state import (
+    Budget,
     Candidate,
     Critique,
     Idea,
@@ -225,7 +226,7 @@ def planner(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     round_no, count = state.get("round", 0) + 1, candidates_wanted(runtime.context)
     client, source, note = ctx.client("planner", ledger), "rules", ""
     plan = None
-    if client is not None and (note := llm_budget_spent(state, ctx.config.budget()) or ""):
+    if client is not None and (note := llm_budget_spent(state, Budget.of(ctx.config)) or ""):
         client = None
     if client is not None:
         try:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 from ..decisions import winner
+from ..run.config import RunConfig
 from .llm import AgentUsage
 
 # Why a run stopped, as run.json and the report record it.
@@ -171,6 +172,16 @@ class Budget(BaseModel):
     tokens: int | None = None
     usd: float | None = None
     seconds: float | None = None
+
+    @classmethod
+    def of(cls, config: RunConfig) -> Budget:
+        """The budget a run's config sets."""
+        return cls(
+            rounds=config.rounds,
+            tokens=config.budget_tokens,
+            usd=config.budget_usd,
+            seconds=config.time_budget_s,
+        )
 
     def exhausted(
         self, *, usage: Usage, elapsed_s: float, rounds_done: int | None = None

@@ -16,10 +16,10 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from ..decisions import is_better
-from ..run.context import RunContext, lookup_verdict, record_candidate, remember_verdict
 from ..run.rundir import RESULT_JSON, TUNED_PY, TUNED_RESULT_JSON
 from ..sandbox.pyparse import parse
 from ..sandbox.results import EvalResult
+from .context import RunContext, lookup_verdict, record_candidate, remember_verdict
 from .state import Candidate
 
 # A variant must beat the current choice by 1% in speedup: interleaved timing spreads on a quiet

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ..agents.context import llm_configs
 from ..decisions import INTERRUPTED, run_status, verdict
 from ..run.config import OFFLINE, RunConfig, eval_config_for
-from ..run.context import llm_configs
 from ..run.records import sync_run
 from ..run.rundir import RunDir, run_candidates
 from ..sandbox.results import EvalResult

@@ -36,7 +36,7 @@ def _load_task(path: str, shapes: list[tuple[str, int]]):
 def _judged_task(args: argparse.Namespace):
     """(task, EvalConfig) as eval and baseline judge them: without CUDA the task is shrunk for
     the Triton interpreter, as optimize does, unless --shape set the sizes; one line says so."""
-    from ..agents.shrink import interpreter_sizes
+    from ..run.shrink import interpreter_sizes
     from ..sandbox.task import TaskError
     from .preflight import NO_GPU_NOTE, cuda_available
 

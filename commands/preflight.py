@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from ..agents.context import llm_configs
 from ..agents.llm import ChatClient, LLMConfig, LLMError
 from ..run.config import ROLES, RunConfig
-from ..run.context import llm_configs
 
 # Long enough for a slow DNS or TLS handshake, short enough that a dead endpoint fails quickly.
 PREFLIGHT_TIMEOUT_S = 10.0

@@ -9,9 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..agents.shrink import CPU_INPUT_BYTES
-from ..agents.state import Budget
 from ..sandbox.contract import DType, PrecisionPolicy
+from .shrink import CPU_INPUT_BYTES
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
@@ -101,14 +100,6 @@ class RunConfig:
 
     def max_output_tokens_for(self, role: Role) -> int | None:
         return getattr(self, f"{role}_max_output_tokens") or self.max_output_tokens
-
-    def budget(self) -> Budget:
-        return Budget(
-            rounds=self.rounds,
-            tokens=self.budget_tokens,
-            usd=self.budget_usd,
-            seconds=self.time_budget_s,
-        )
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..agents.shrink import interpreter_sizes
 from ..decisions import run_owner
 from ..sandbox.results import EvalResult
 from ..sandbox.task import Task, TaskError, load_task
 from .config import RunConfig
+from .shrink import interpreter_sizes
 
 EventListener = Callable[[dict[str, Any]], None]
 

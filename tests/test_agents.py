@@ -12,7 +12,9 @@ from fake_openai import reply
 from test_agents_support import EXAMPLES, FakePool, make_context, ok_result
 
 from kernelwright.agents import coder as coder_mod
+from kernelwright.agents.context import llm_configs
 from kernelwright.agents.critic import last_improvement, rule_feedback, stop_decision
+from kernelwright.agents.finalize import finalize
 from kernelwright.agents.llm import AgentUsage, UsageLedger
 from kernelwright.agents.state import (
     Candidate,
@@ -26,8 +28,6 @@ from kernelwright.agents.state import (
 from kernelwright.agents.tester import evaluate_candidate, sweep, tunables, with_values
 from kernelwright.commands.progress import RunProgress
 from kernelwright.run.config import RunConfig, parse_duration, resolve_config
-from kernelwright.run.context import llm_configs
-from kernelwright.run.finalize import finalize
 from kernelwright.run.rundir import format_event
 from kernelwright.sandbox import rules
 from kernelwright.sandbox.results import Correctness, EvalResult, KernelStats, Mismatch, Roofline

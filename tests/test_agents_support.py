@@ -11,9 +11,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from kernelwright.agents.context import RunContext, llm_configs
 from kernelwright.agents.llm import ResponseCache
 from kernelwright.run.config import RunConfig, eval_config_for
-from kernelwright.run.context import RunContext, llm_configs
 from kernelwright.run.rundir import RunDir
 from kernelwright.sandbox.results import Baseline, EvalResult, Timing, Timings
 from kernelwright.sandbox.task import load_task

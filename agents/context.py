@@ -8,20 +8,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..agents.llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger
+from ..run.config import OFFLINE, ROLES, Role, RunConfig, eval_config_for
+from ..run.records import open_run_store, task_hash_for
 from ..sandbox.pool import source_hash
 from ..sandbox.results import EvalResult
 from ..store import config_key
-from .config import OFFLINE, ROLES, Role, RunConfig, eval_config_for
-from .records import open_run_store, task_hash_for
+from .llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger
 
 if TYPE_CHECKING:
-    from ..agents.state import Candidate
+    from ..run.rundir import RunDir
     from ..sandbox.config import EvalConfig
     from ..sandbox.pool import EvalPool
     from ..sandbox.task import Task
     from ..store import Store
-    from .rundir import RunDir
+    from .state import Candidate
 
 
 def llm_configs(config: RunConfig, env: Mapping[str, str] | None = None) -> dict[Role, LLMConfig]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..agents.state import Candidate, RunState, Usage, best_candidate, round_summaries
 from ..decisions import fastest
-from .rundir import RunDir, now_iso
+from ..run.rundir import RunDir, now_iso
+from .state import Candidate, RunState, Usage, best_candidate, round_summaries
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
