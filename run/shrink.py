@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..sandbox.task import Task, shrink_overrides
+from ..sandbox.task import Size, Task, shrink_overrides
 
 # The interpreter runs ~1 ms per program instance, so inputs and parameters are shrunk to this
 # many bytes: a KernelBench level-1 task (a ReLU over ~13 GB) then checks in seconds instead of
@@ -14,8 +14,8 @@ CPU_INPUT_BYTES = 256 * 1024
 
 
 def interpreter_sizes(
-    task: Task, given: Mapping[str, int], max_bytes: int = CPU_INPUT_BYTES
-) -> tuple[dict[str, int], str]:
+    task: Task, given: Mapping[str, Size], max_bytes: int = CPU_INPUT_BYTES
+) -> tuple[dict[str, Size], str]:
     """(the size overrides to run at, a note saying so) for a machine without CUDA.
 
     The person's --shape wins over the shrink: `given` is kept as it is. Otherwise the constants

@@ -6,7 +6,9 @@ import typing
 
 import torch
 
-from kernelwright.agents import coder, config, export
+from kernelwright.agents import coder
+from kernelwright.commands import export
+from kernelwright.run import config
 from kernelwright.sandbox import compare, contract, rules, static, task
 from kernelwright.sandbox.config import EvalConfig
 from kernelwright.sandbox.static import static_check
