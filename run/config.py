@@ -187,7 +187,9 @@ def parse_shapes(text: str) -> dict[str, int | tuple[int, ...]]:
     return shapes
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """A boolean environment value: 1/true/yes/on or 0/false/no/off (empty: false); anything
+    else is an error, not a silent false. RunConfig's and LLMConfig's variables both use it."""
     if text.strip().lower() in ("1", "true", "yes", "on"):
         return True
     if text.strip().lower() in ("0", "false", "no", "off", ""):
@@ -204,7 +206,7 @@ def _parser_for(f: dataclasses.Field) -> Callable[[str], Any]:
         return lambda text: tuple(d.strip() for d in text.split(",") if d.strip())
     kind = str(f.type)
     if kind.startswith("bool"):
-        return _parse_bool
+        return parse_bool
     if kind.startswith("int"):
         return int
     if kind.startswith("float"):

@@ -35,3 +35,14 @@ def test_config_is_frozen_and_replaceable():
         config.model = "x"  # type: ignore[misc]
     assert dataclasses.replace(config, model="gpt-4.1").window == 1_047_576
     assert config.to_dict()["api_key"] == "set" and config.to_dict()["price_per_1m"] == (2.5, 10.0)
+
+
+def test_a_bad_value_in_the_llm_environment_is_an_error_naming_it():
+    """One parser for both configs' variables: KERNELWRIGHT_STREAM=maybe was silently false for
+    the LLM client while KERNELWRIGHT_TUNE=maybe was an error for the run."""
+    with pytest.raises(ValueError, match="KERNELWRIGHT_STREAM='maybe'"):
+        LLMConfig.from_env(env={"KERNELWRIGHT_STREAM": "maybe"})
+    with pytest.raises(ValueError, match="KERNELWRIGHT_MAX_RETRIES='many'"):
+        LLMConfig.from_env(env={"KERNELWRIGHT_MAX_RETRIES": "many"})
+    assert LLMConfig.from_env(env={"KERNELWRIGHT_STREAM": "off"}).stream is False
+    assert LLMConfig.from_env(env={"KERNELWRIGHT_NO_CACHE": "yes"}).use_cache is False

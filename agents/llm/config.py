@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ...run.config import parse_bool
 from ...sandbox.config import cache_dir
 from .tokens import has_known_tokenizer
 from .usage import DEFAULT_PRICES
@@ -240,7 +241,10 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
     }
     for var, (name, cast) in casts.items():
         if env.get(var, "") != "":
-            values[name] = cast(env[var])
+            try:
+                values[name] = cast(env[var])
+            except ValueError as e:  # named, as RunConfig's variables are
+                raise ValueError(f"{var}={env[var]!r}: {e}") from None
     values["cache_path"] = default_cache_path(env)
     values["use_cache"] = not _env_bool(env.get("KERNELWRIGHT_NO_CACHE"))
     if env.get("KERNELWRIGHT_PRICES"):
@@ -250,7 +254,7 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _env_bool(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+    return parse_bool(value or "")
 
 
 def _optional_float(value: str) -> float | None:
