@@ -16,7 +16,10 @@ from kernelwright.store import Store
 
 pytest_plugins = ["fake_openai"]
 # Interpreter semantics: the graph's best is the first verified kernel.
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="CPU (interpreter) semantics")
+pytestmark = [
+    pytest.mark.skipif(torch.cuda.is_available(), reason="CPU (interpreter) semantics"),
+    pytest.mark.slow,
+]
 
 GELU = TASKS / "gelu.py"
 GOOD = (EXAMPLES / "gelu.py").read_text()

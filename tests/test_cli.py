@@ -208,6 +208,7 @@ def offline(tmp_path_factory):
     return root, first, second
 
 
+@pytest.mark.slow
 def test_optimize_records_the_run_and_reuses_verdicts_from_the_store(offline):
     root, first, second = offline
     assert first["status"] == "done" and first["best"] is not None
@@ -269,6 +270,7 @@ def test_report_of_a_run_and_of_the_store(offline, tmp_path):
     assert (summary["tasks"], summary["correct"]) == (1, 1)
 
 
+@pytest.mark.slow
 def test_export_of_a_real_run_is_standalone(offline, tmp_path):
     root, first, _ = offline
     target = tmp_path / "gelu_kernel.py"

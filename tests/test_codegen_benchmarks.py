@@ -14,6 +14,8 @@ from kernelwright.sandbox.rules import format_violations
 from kernelwright.sandbox.static import static_check
 from kernelwright.sandbox.task import load_task, shrink_overrides
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).parent.parent
 TASKS = sorted((ROOT / "benchmarks").glob("level*/*.py"))
 # Bytes of inputs the interpreter runs the benchmark tasks at (their real sizes are for an H200).

@@ -10,6 +10,8 @@ from test_codegen_harness import task_path
 from kernelwright.codegen import generate
 from kernelwright.sandbox import EvalConfig, evaluate
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("name", GENERATED)
 def test_evaluator_accepts(name):

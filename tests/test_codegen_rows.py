@@ -85,6 +85,7 @@ def test_groupnorm_swish_scale(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_groupnorm_over_long_groups_takes_the_split_path(tmp_path):
     # Groups past GROUP_SPLIT_ELEMENTS at the traced shape: statistics as a split reduction (per
     # sample and group), normalised by a pointwise kernel; short groups keep the row kernel.

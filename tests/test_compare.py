@@ -627,6 +627,7 @@ for name, fn in calls.items():
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux /proc needed")
+@pytest.mark.slow
 def test_comparisons_hold_one_chunk_of_temporaries_not_the_tensor():
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(

@@ -258,6 +258,7 @@ def verdicts(pool):
 
 
 @pytest.mark.parametrize(("name", "dtype"), EVALUATIONS)
+@pytest.mark.slow
 def test_evaluator_accepts_example(verdicts, name: str, dtype: str) -> None:
     result = verdicts[name, dtype].result()
     assert result.status == "ok", f"{name} ({dtype}): {result.summary()}\n{result.message}"

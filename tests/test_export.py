@@ -42,6 +42,7 @@ def make_run(out: Path, run_id: str, *, best: bool, header: str = "") -> Path:
     return run_dir
 
 
+@pytest.mark.slow
 def test_export_writes_the_tuned_winner_as_a_standalone_module(tmp_path):
     assert "BLOCK_SIZE = 1024  #" in GOOD  # the example the tuned variant is made from
     make_run(tmp_path / "runs", "gelu-1", best=True)

@@ -36,6 +36,7 @@ def test_whose_fault_a_verdict_is(status, rule, fault):
         assert EvalResult(status=status, rule=rule).fault == fault
 
 
+@pytest.mark.slow
 def test_a_task_whose_reference_fails_is_a_task_error(tmp_path, monkeypatch):
     monkeypatch.delenv("KERNELWRIGHT_DB", raising=False)
     out = tmp_path / "runs"
@@ -57,6 +58,7 @@ def test_a_task_whose_reference_fails_is_a_task_error(tmp_path, monkeypatch):
     assert code == 2 and "baseline error" in printed and "task error" in err
 
 
+@pytest.mark.slow
 def test_a_suite_has_a_task_error_row_and_fails(tmp_path):
     out = tmp_path / "suite"
     code, printed, err = kw("suite", BROKEN, "--out", out, "--db", tmp_path / "k.db", *FAST)
@@ -132,6 +134,7 @@ def _big_gelu(tmp_path: Path) -> Path:
 @pytest.mark.skipif(
     __import__("torch").cuda.is_available(), reason="the shrink is for the CPU interpreter"
 )
+@pytest.mark.slow
 def test_eval_and_baseline_shrink_a_big_task_on_cpu_and_say_so(tmp_path):
     big = _big_gelu(tmp_path)
     code, printed, err = kw("eval", big, GOOD, "--trials", "1")
@@ -154,6 +157,7 @@ def test_eval_and_baseline_shrink_a_big_task_on_cpu_and_say_so(tmp_path):
     assert "  ran at: fp16 (precision strict), batch_size=3, dim=70 (the task's own:" in printed
 
 
+@pytest.mark.slow
 def test_a_nightly_over_a_task_whose_reference_fails_fails_the_night(tmp_path):
     code, printed, err = kw("nightly", BROKEN, *FAST, "--db", tmp_path / "k.db",
                             "--out", tmp_path / "runs", "--night", "2026-05-01")  # fmt: skip

@@ -203,6 +203,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_library_code_generated_during_real_candidates_is_not_the_candidates(tmp_path):
     """Two of the fusion codegen's candidates run under the guard (the Triton interpreter here).
 

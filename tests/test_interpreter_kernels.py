@@ -33,6 +33,7 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.slow
 def test_the_honest_kernel_is_accepted(name):
     source = (CANDIDATES / name).read_text()
     result = evaluate(HERE / "tasks" / CASES[name], source, CONFIG)

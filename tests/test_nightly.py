@@ -34,6 +34,7 @@ def nightly(tmp_path: Path, night: str, *extra: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter semantics; see the gpu test")
+@pytest.mark.slow
 def test_first_night_searches_later_nights_reverify_and_a_broken_kernel_fails(tmp_path):
     code, out, err = nightly(tmp_path, "2026-01-01")
     assert code == 0, out + err
@@ -266,6 +267,7 @@ def test_an_evaluator_error_fails_the_night_but_is_no_regression_and_keeps_the_k
     assert later.change["previous_night"] == "2026-04-01" and later.regression
 
 
+@pytest.mark.slow
 def test_a_night_whose_model_answered_nothing_exits_3(tmp_path, monkeypatch):
     """Issue 13: a search that went offline because the endpoint answered nothing fails the
     night's exit code (3), not silently 0."""

@@ -24,9 +24,13 @@ from kernelwright.run.rundir import BEST_PY_HEADER
 pytest_plugins = ["fake_openai"]
 # These runs assert the interpreter's semantics (correctness only, first verified = best);
 # test_optimize_gpu.py asserts the timed ones.
-pytestmark = pytest.mark.skipif(
-    torch.cuda.is_available(), reason="CPU (Triton interpreter) semantics; see test_optimize_gpu.py"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        torch.cuda.is_available(),
+        reason="CPU (Triton interpreter) semantics; see test_optimize_gpu.py",
+    ),
+    pytest.mark.slow,
+]
 
 TASK = str(TASKS / "gelu.py")
 GOOD = (EXAMPLES / "gelu.py").read_text()

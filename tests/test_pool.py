@@ -57,6 +57,7 @@ def pool():
         yield p
 
 
+@pytest.mark.slow
 def test_good_candidate_is_ok_and_round_trips_as_json(pool):
     result = pool.submit(TASK, GOOD, FAST).result()
     assert result.status == "ok", result.message
@@ -93,12 +94,14 @@ def test_syntax_error_is_a_compile_error(pool):
     assert result.status == "compile_error" and result.rule == "syntax"
 
 
+@pytest.mark.slow
 def test_hang_is_killed_and_the_pool_goes_on(pool):
     hang = pool.submit(TASK, HANG, FAST.replace(timeout_s=4)).result()
     assert hang.status == "timeout" and hang.rule == "wall-time"
     assert pool.submit(TASK, GOOD, FAST).result().status == "ok"
 
 
+@pytest.mark.slow
 def test_every_submission_gets_its_own_result_under_concurrency(pool):
     sources = [GOOD, HANG, GOOD, "import socket\n" + GOOD, GOOD, HANG]
     config = FAST.replace(timeout_s=4)
@@ -212,6 +215,7 @@ def test_cli_eval_reports_and_exits(tmp_path):
     assert "Traceback" not in missing.stderr
 
 
+@pytest.mark.slow
 def test_an_interrupt_cancels_running_and_queued_evaluations_at_once():
     """Ctrl-C (or any error) inside `with EvalPool()`: the evaluation in flight is killed and
     the queued one dropped, both Futures cancelled (a killed evaluation is no verdict), and the
@@ -230,6 +234,7 @@ def test_an_interrupt_cancels_running_and_queued_evaluations_at_once():
     assert not any(w.alive() for w in pool._live)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_an_evaluation_at_once_with_exit_143(tmp_path):
     """A cron or CI timeout sends SIGTERM: the CLI cancels its evaluations (the hanging
     candidate's worker is killed, not waited for) and exits 143."""

@@ -6,6 +6,8 @@ import ast
 import threading
 from pathlib import Path
 
+import pytest
+
 from kernelwright.sandbox import pyparse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +95,7 @@ print(json.dumps({"code": code, "unlocked": sorted(set(unlocked))}))
 """
 
 
+@pytest.mark.slow
 def test_a_suites_job_threads_parse_only_under_the_lock(tmp_path):
     import json
     import os

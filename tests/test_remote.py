@@ -35,6 +35,7 @@ SEE_LEFTOVERS = HONEST_AFFINE.replace(
 )
 
 
+@pytest.mark.slow
 def test_a_candidate_finds_nothing_of_the_one_before():
     with EvalPool(workers=1) as pool:
         first = pool.submit(AFFINE, LEAVE_BEHIND, BASE.replace(unsafe_skip_static_checks=True))
@@ -43,6 +44,7 @@ def test_a_candidate_finds_nothing_of_the_one_before():
         assert second.result().status == "ok", second.result().summary()
 
 
+@pytest.mark.slow
 def test_without_the_os_sandbox_the_result_says_which_layers_held():
     with EvalPool(workers=1) as pool:
         result = pool.submit(AFFINE, HONEST_AFFINE, BASE.replace(os_sandbox=False)).result()
@@ -54,6 +56,7 @@ def test_without_the_os_sandbox_the_result_says_which_layers_held():
 
 
 @pytest.mark.skipif(not bwrap.probe().works, reason="bubblewrap cannot run here")
+@pytest.mark.slow
 def test_under_bubblewrap_the_layers_are_listed():
     with EvalPool(workers=1) as pool:
         result = pool.submit(AFFINE, HONEST_AFFINE, BASE).result()

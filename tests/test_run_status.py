@@ -77,6 +77,7 @@ def test_runs_lists_its_own_out_directory_only(tmp_path, monkeypatch):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="interpreter run; the path is the same")
+@pytest.mark.slow
 def test_a_closed_pipe_stops_the_run_resumable_and_without_a_traceback(tmp_path):
     out = tmp_path / "runs"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI", "KERNELWRIGHT"))}

@@ -387,6 +387,7 @@ def _opener(path: str, writer: int, barrier) -> None:
         store.record_candidate(f"run{writer}", 1, i, "s", result(source_hash=f"o{i}"), KEY)
 
 
+@pytest.mark.slow
 def test_many_processes_opening_a_new_store_at_once(tmp_path):
     # Switching a new file to WAL fails at once ("database is locked") while another process
     # holds it; before the retry, about half of such rounds lost a writer.

@@ -60,6 +60,7 @@ def test_suite_key_follows_what_changes_the_search_only():
     assert suite_key("h", base) != suite_key("h2", base)
 
 
+@pytest.mark.slow
 def test_offline_suite_end_to_end_then_a_rerun_skips_finished_tasks(tmp_path, monkeypatch):
     monkeypatch.delenv("KERNELWRIGHT_DB", raising=False)
     out, db = tmp_path / "suite", tmp_path / "k.db"
@@ -230,6 +231,7 @@ def test_suite_on_a_gpu_reports_timed_speedups(tmp_path):
     assert report["summary"]["timed"] == 1 and report["summary"]["geomean_speedup_eager"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_with_several_jobs_cancels_the_running_evaluations(tmp_path):
     """Ctrl-C reaches only the main thread; the jobs' evaluator pools are cancelled, so the
     suite ends in seconds instead of waiting for candidates that never return."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import types
 
+import pytest
 import torch
 
 from kernelwright.sandbox.config import EvalConfig
@@ -102,6 +103,7 @@ class ModelNew(nn.Module):
 """
 
 
+@pytest.mark.slow
 def test_the_checks_judge_an_ill_conditioned_output_against_float64():
     """An output past allclose of eager's at many elements but closer to float64 than eager is
     correct (on the H200 an honest level1/36 cumsum over 16384-wide rows was rejected so); one

@@ -197,6 +197,7 @@ def test_every_exploit_file_says_what_it_exploits(path):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.slow
 def test_exploit_verdict(verdicts, case):
     result = verdicts[case.id].result(timeout=900)
     rules = case.rule if isinstance(case.rule, tuple) else (case.rule,)
@@ -245,6 +246,7 @@ def test_nothing_is_found_through_proc_with_the_guard_off(verdicts):
         assert "shadow" not in result.message
 
 
+@pytest.mark.slow
 def test_the_next_candidate_is_not_disturbed_by_a_leftover_signal_handler():
     # The saboteur arms SIGALRM; the honest candidate after it in the same judge gets a fresh
     # process forked from the zygote and passes.
