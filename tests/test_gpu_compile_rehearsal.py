@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_guard import HARNESS_RULES
 
 CANDIDATE = '''
 import triton
@@ -53,8 +52,7 @@ def launcher():
     return compile_module_from_src(LAUNCHER, "kw_launcher").__name__
 '''
 
-HARNESS = (
-    """
+HARNESS = """
 import importlib.util, json, os, sys
 from pathlib import Path
 
@@ -62,9 +60,6 @@ from kernelwright.sandbox.candidate import install_guard
 
 home = Path(os.environ["KW_HOME"])
 guard = install_guard(home)
-"""
-    + HARNESS_RULES
-    + """
 
 def load():
     spec = importlib.util.spec_from_file_location("cand", home / "cand.py")
@@ -85,7 +80,6 @@ for step in sys.argv[1:]:
     report[step] = {"value": value, "denied": [v.message for v in guard.violations]}
 print(json.dumps(report))
 """
-)
 
 
 def _rehearse(tmp_path: Path, *steps: str) -> dict:
