@@ -23,6 +23,7 @@ import os
 import resource
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -97,6 +98,21 @@ def _warm(device: str) -> None:
         launches.reset()
 
 
+def enter_home(home: Path, env: dict[str, str]) -> None:
+    """Make `home` the candidate process's working, home and temporary directory.
+
+    The environment alone is not enough: `tempfile` caches the directory it first found, and
+    the zygote's imports already asked it (so it names the zygote's directory, which is not the
+    candidate's to write). On the GPU, Triton builds its launcher in a `tempfile` directory; a
+    stale cache made the guard refuse every kernel there.
+    """
+    os.chdir(home)
+    os.environ.update(
+        HOME=str(home), TMPDIR=str(home), TRITON_CACHE_DIR=str(home / "triton"), **env
+    )
+    tempfile.tempdir = str(home)
+
+
 def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
     """The candidate process: its own session, directory, limits; then serve the judge."""
     code = 0
@@ -109,10 +125,7 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
         os.closerange(3, sock_fd)
         os.closerange(sock_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         home = Path(m["home"])
-        os.chdir(home)
-        os.environ.update(
-            HOME=str(home), TMPDIR=str(home), TRITON_CACHE_DIR=str(home / "triton"), **m["env"]
-        )
+        enter_home(home, m["env"])
         sys.path[:] = [p for p in sys.path if p not in ("", ".")]
         size = int(m["max_file_mb"]) * 2**20
         # The soft limit only: transport lifts it while sizing a memfd (memory, not a file).

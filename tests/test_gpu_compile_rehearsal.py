@@ -58,7 +58,13 @@ from pathlib import Path
 
 from kernelwright.sandbox.candidate import install_guard
 
+# As in a process forked from the zygote: tempfile already cached the zygote's directory.
+import tempfile
+from kernelwright.sandbox.zygote import enter_home
+
+assert tempfile.gettempdir() == os.environ["TMPDIR"]
 home = Path(os.environ["KW_HOME"])
+enter_home(home, {})
 guard = install_guard(home)
 
 def load():
@@ -83,18 +89,19 @@ print(json.dumps(report))
 
 
 def _rehearse(tmp_path: Path, *steps: str) -> dict:
-    home, harness = tmp_path / "home", tmp_path / "harness"
-    home.mkdir()
+    zygote, harness = tmp_path / "zygote", tmp_path / "harness"
+    home = zygote / "home"
+    home.mkdir(parents=True)
     harness.mkdir()
     (home / "cand.py").write_text(CANDIDATE)
     (harness / "run.py").write_text(HARNESS)
-    # What the candidate process is given (zygote.py): its home is its HOME, TMPDIR and cache.
+    # The process starts as the zygote does (HOME and TMPDIR its own directory); the harness
+    # then enters the candidate's home the way a forked candidate process does (zygote.py).
     env = dict(
         os.environ,
         KW_HOME=str(home),
-        HOME=str(home),
-        TMPDIR=str(home),
-        TRITON_CACHE_DIR=str(home / "triton"),
+        HOME=str(zygote),
+        TMPDIR=str(zygote),
         PYTHONPATH=os.pathsep.join(
             [str(Path(__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])]
         ),
@@ -132,7 +139,8 @@ def test_a_cuda_kernel_compiles_to_a_cubin_under_the_guard(tmp_path):
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 def test_the_launcher_build_runs_under_the_guard(tmp_path):
     # Triton keys the build on platform.architecture(), which runs `file -b <interpreter>`;
-    # then cc builds the module into TMPDIR and Triton loads it from its cache.
+    # then cc builds the module in a tempfile directory, which must be the candidate's own (the
+    # zygote's cached one was refused on the H200), and Triton loads it from its cache.
     report = _rehearse(tmp_path, "launcher")
     assert report["launcher"]["denied"] == []
     assert report["launcher"]["value"] == "kw_launcher", report["launcher"]["value"]
