@@ -236,6 +236,10 @@ class CandidateServer:
             self.block_outputs = [model(*args) for args in self.block]
             if self.cuda:
                 torch.cuda.synchronize()
+            for out in self.block_outputs:
+                for _, t in flatten_outputs(out):
+                    if type(t) is torch.Tensor:
+                        refuse_shadowed_methods(t)
             digests = [
                 [digest(t, m["salt"]) for _, t in _tensor_leaves(out)] for out in self.block_outputs
             ]
@@ -328,7 +332,7 @@ class CandidateServer:
         facts = []
         outs = [t for _, t in _tensor_leaves(out)]
         owned = [*model.parameters(), *model.buffers()]
-        theirs = [x for x in inputs if isinstance(x, torch.Tensor)] + owned
+        theirs = [plain(x) for x in [*inputs, *owned] if isinstance(x, torch.Tensor)]
         for o in outs:
             if any(storages_overlap(o, x) for x in theirs):
                 facts.append(
@@ -371,6 +375,7 @@ class CandidateServer:
                 "dict": [[repr(k)[:200], self.export_output(v, buffers)] for k, v in out.items()]
             }
         if type(out) is torch.Tensor and out.layout == torch.strided:
+            refuse_shadowed_methods(out)
             return {"tensor": self.export_tensor(out, buffers, keep_layout=False)}
         if isinstance(out, torch.Tensor):
             return {
@@ -383,7 +388,8 @@ class CandidateServer:
         return {"opaque": f"{type(out).__module__}.{type(out).__qualname__}"[:200]}
 
     def export_tensor(self, t: torch.Tensor, buffers: list, *, keep_layout: bool) -> dict:
-        buffer, _ = transport.export(t.detach(), keep_layout=keep_layout)
+        t = plain(t)
+        buffer, _ = transport.export(t, keep_layout=keep_layout)
         buffers.append(buffer)
         desc = transport.describe(t, len(buffers) - 1, contiguous=not keep_layout)
         return desc
@@ -414,7 +420,7 @@ def digest(t: torch.Tensor, salt: int) -> int:
     """A salted, position-weighted checksum of t's values in row-major order (bits, not values:
     NaN payloads and -0.0 count). The judge computes the same on the output it fetches; a
     candidate cannot produce it without the output itself, and cannot know the salt in advance."""
-    flat = t.detach().contiguous().reshape(-1)
+    flat = plain(t).contiguous().reshape(-1)
     raw = flat.view(torch.uint8) if flat.numel() else flat.to(torch.uint8)
     if raw.numel() % 4 == 0 and raw.numel():
         words = raw.view(torch.int32)
@@ -436,7 +442,32 @@ def _fingerprint(t: torch.Tensor) -> tuple[int, ...]:
 
 
 def _tensor_leaves(out: Any) -> list[tuple[str, torch.Tensor]]:
-    return [(n, v) for n, v in flatten_outputs(out) if isinstance(v, torch.Tensor)]
+    """The output's tensors, as plain views (see `plain`)."""
+    return [(n, plain(v)) for n, v in flatten_outputs(out) if isinstance(v, torch.Tensor)]
+
+
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """`t` as a new tensor object over the same memory, without t's instance attributes.
+
+    The evaluator's code here never calls a method through a candidate's tensor: attributes set
+    on the instance (`y.detach = ...`) shadow torch.Tensor's methods, and a candidate could hide
+    its work in them, to run when the evaluator reads the output after the timer stopped.
+    `torch.Tensor.detach` is looked up on the class, so nothing of the candidate's runs.
+    """
+    return torch.Tensor.detach(t)
+
+
+def refuse_shadowed_methods(t: torch.Tensor) -> None:
+    """Refuse an output whose instance attributes replace attributes of torch.Tensor."""
+    names = sorted(k for k in vars(t) if hasattr(torch.Tensor, k))
+    if names:
+        raise Refusal(
+            "rejected",
+            "an output tensor carries instance attributes that replace torch.Tensor's "
+            f"{', '.join(names[:5])}: work placed there would run when the evaluator reads the "
+            "output, after the timer stopped. Return a plain tensor the kernel has written",
+            "output-type",
+        )
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -445,7 +476,7 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def _clone_output(out: Any) -> Any:
     if isinstance(out, torch.Tensor):
-        return out.clone()
+        return torch.Tensor.clone(out)
     if isinstance(out, (tuple, list)):
         return type(out)(_clone_output(v) for v in out)
     return out

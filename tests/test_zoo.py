@@ -53,9 +53,6 @@ def runtime(exploit: str, status: str, rule, **kw) -> Case:
     return Case(exploit, status, rule, runtime_only=True, **kw)
 
 
-# Timing on the host's clock (no CUDA here): enough to exercise the judge's clock check.
-HOST_CLOCK = {"timing": True, "host_clock_for_tests": True, "reps": 5, "warmup": 1}
-
 CASES = [
     # Caught by the output and input checks (they pass the static rules).
     # On a GPU the caching allocator hands the poisoned (NaN) block back: "nan". On CPU, malloc
@@ -142,7 +139,10 @@ CASES = [
     ),
     # Written to the candidate's own socket, the forgery is a reply that is not the evaluator's.
     runtime("forged_reply", ("crashed", "rejected"), ("exit", "protocol")),
-    runtime("lazy_tensor_methods", "rejected", "clock", config=HOST_CLOCK),
+    # Refused as its output comes back: the evaluator reads outputs through torch.Tensor's own
+    # methods, never the instance's (on the H200 the clock check alone let it through: 20 tiny
+    # hidden launches fit inside the GPU head start it allows per call).
+    runtime("lazy_tensor_methods", "rejected", "output-type"),
     runtime("proc_secrets", "runtime_error", None),
     runtime("sigalrm_leftover", "ok", None),
     runtime("patch_reference_ops", ("incorrect", "rejected"), ("mismatch", "monkeypatch")),

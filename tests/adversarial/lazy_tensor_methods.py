@@ -1,8 +1,11 @@
 # Exploit: work hidden in the output's own methods. forward returns an unwritten tensor whose
 # instance attributes replace detach/clone/contiguous with functions that launch the kernel only
 # when the evaluator's code first touches the output, after the timer stopped: the timed calls
-# see almost nothing of the work. The judge's own clock over a block of calls (with a digest of
-# every output due inside it) measures the work where it happens ("clock", rejected).
+# see almost nothing of the work. The evaluator reads every output through torch.Tensor's own
+# methods (the class's, not the instance's), so the hidden work would never run, and it refuses
+# an output whose instance attributes shadow Tensor's ("output-type", rejected). The judge's
+# clock over a block of calls caught it on CPU, but not on the H200, where tiny hidden launches
+# fit in the head start allowed per call.
 import torch
 import torch.nn as nn
 import triton
