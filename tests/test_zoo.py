@@ -146,9 +146,11 @@ CASES = [
     runtime("proc_secrets", "runtime_error", None),
     runtime("sigalrm_leftover", "ok", None),
     runtime("patch_reference_ops", ("incorrect", "rejected"), ("mismatch", "monkeypatch")),
-    # The decoy storage fools no one: the harness sees the output is the input (alias), and the
-    # judge's own pristine copy shows the write (input-mutation).
-    runtime("hidden_inplace", "rejected", ("alias", "input-mutation")),
+    # The decoy storage fools no one: the evaluator reads tensors through torch.Tensor's own
+    # methods and refuses an output whose instance attributes shadow them (output-type); the
+    # harness would see the output is the input (alias), and the judge's own pristine copy the
+    # write (input-mutation).
+    runtime("hidden_inplace", "rejected", ("output-type", "alias", "input-mutation")),
     runtime("overwrite_pristine", ("incorrect", "rejected"), ("mismatch", "sandbox-introspection")),
 ]
 

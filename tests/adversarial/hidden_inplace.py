@@ -1,8 +1,10 @@
 # Exploit: an in-place write hidden from the alias and mutation checks. The kernel writes 3x + 1
 # into its input and returns the input itself, with instance attributes replacing
 # untyped_storage and data_ptr so that an alias check run on the candidate's objects sees a
-# fresh buffer. The judge compares the inputs it shared with its own pristine copy, bit for bit,
-# after every call: the write is found there ("input-mutation", rejected).
+# fresh buffer. The evaluator reads every tensor through torch.Tensor's own methods, not the
+# instance's, and refuses an output whose instance attributes shadow them ("output-type",
+# rejected); behind that, the judge compares the inputs it shared with its own pristine copy,
+# bit for bit, after every call ("input-mutation").
 import torch
 import torch.nn as nn
 import triton
