@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from ..sandbox.contract import torch_dtypes
 from ..sandbox.pyparse import serialised
 from ..sandbox.task import Task, load_task, task_namespace, variant_overrides
 from . import ops
+from .arguments import Argument, check_lines, fixed_arguments, moved
 from .assemble import assemble
 from .gather import fuse_gathers
 from .group_writer import Emitted, GroupWriter
@@ -30,6 +32,9 @@ from .trace import Unsupported, build_model, propagate, trace
 from .tunables import TUNABLES
 
 DTYPES = torch_dtypes()
+# Moving the constructor arguments costs two more builds of the model; past this many seconds
+# for one build (level-3 recurrent models on meta tensors), they are checked instead.
+MOVED_ARGUMENTS_MAX_S = 10.0
 WRITERS = {POINTWISE: write_pointwise, ROW: write_row, SPLIT: write_split, MATMUL: write_matmul}
 
 
@@ -72,22 +77,66 @@ def generate(task: Task | str | Path, *, dtype: str = "fp32") -> FusionResult:
 
 def _candidate(task: Task, dtype: str) -> tuple[str, list[str], list[str]]:
     ns = _namespace(task, None)
-    graphs, model = _graphs(task, ns)
+    args = fixed_arguments(task, ns)
+    started = time.monotonic()
     variant = _variant(task)
+    if args and time.monotonic() - started < MOVED_ARGUMENTS_MAX_S:
+        # Constructor arguments read at run time where they bind: all of them, else the floats
+        # (scales, clamps, epsilons) with the flags and axes checked at construction.
+        floats = [a for a in args if type(a.value) is float]
+        for moving in (args, floats) if floats != args else (args,):
+            if moving:
+                fixed = [a for a in args if a not in moving]
+                got = _moved_candidate(task, dtype, ns, variant, moving, fixed)
+                if got is not None:
+                    return got
+    checks = check_lines(args)
+    graphs, model = _graphs(task, ns)
     if variant is not None:
         for mode in graphs:
             bind_constants(graphs[mode], variant[0][mode], model, variant[1])
-    text, groups, tunables = _render(task, graphs, dtype)
+    text, groups, tunables = _render(task, graphs, dtype, checks)
     if variant is not None and all(_ops(graphs[m]) == _ops(variant[0][m]) for m in graphs):
         # The candidate written at another size must be the same text: no traced size leaked.
         # (A variant across a size-picked strategy, group norm's split path past
         # GROUP_SPLIT_ELEMENTS, traces to other nodes: its text differs by design.)
-        other, _, _ = _render(task, variant[0], dtype)
+        other, _, _ = _render(task, variant[0], dtype, checks)
         if other != text:
             raise Unsupported(
                 "forward uses a size that depends on the task's constants in a way the codegen "
                 f"cannot express at run time (the candidate differs at {variant[2]})"
             )
+    return text, groups, tunables
+
+
+def _moved_candidate(
+    task: Task,
+    dtype: str,
+    ns: dict[str, Any],
+    variant: tuple[dict[str, Graph], Any, dict] | None,
+    moving: list[Argument],
+    fixed: list[Argument],
+) -> tuple[str, list[str], list[str]] | None:
+    """The candidate with `moving` read at run time and `fixed` checked at construction, or
+    None when a moved argument changes the candidate (it cannot be read at run time).
+
+    The second build moves the arguments and, where the task has a variant, its sizes too:
+    one comparison binds both to the attributes that hold them.
+    """
+    overrides = variant[2] if variant is not None else {}
+    try:
+        other, other_model = _graphs(task, moved(_namespace(task, overrides), moving))
+    except Unsupported:
+        return None
+    graphs, model = _graphs(task, ns)  # fresh: binding rewrites both
+    if not all(_ops(graphs[m]) == _ops(other[m]) for m in graphs):
+        return None
+    for mode in graphs:
+        bind_constants(graphs[mode], other[mode], model, other_model)
+    checks = check_lines(fixed)
+    text, groups, tunables = _render(task, graphs, dtype, checks)
+    if _render(task, other, dtype, checks)[0] != text:
+        return None
     return text, groups, tunables
 
 
@@ -138,8 +187,11 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
     return out, m32
 
 
-def _render(task: Task, graphs: dict[str, Graph], dtype: str) -> tuple[str, list[str], list[str]]:
+def _render(
+    task: Task, graphs: dict[str, Graph], dtype: str, checks: list[str]
+) -> tuple[str, list[str], list[str]]:
     init_lines, helper_classes = init_source(task.source)
+    init_lines = init_lines + checks
     fwd_args = forward_args(task.source)
     emitted: list[Emitted] = []
     bodies: dict[str, list[str]] = {}
