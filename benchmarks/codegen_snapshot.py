@@ -18,6 +18,7 @@ import argparse
 import difflib
 import fnmatch
 import hashlib
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -40,9 +41,11 @@ def task_files(extra: list[Path]) -> list[Path]:
 def label(path: Path) -> str:
     """The snapshot name of a task: the same in every checkout (a worktree, a clean clone)."""
     real = path.resolve()
-    for base in (ROOT, ROOT.parent):  # the repository's own tasks, then ../shared's
-        if real.is_relative_to(base):
-            rel = real.relative_to(base)
+    # The repository's own tasks, then ../shared's; the path as given first (a worktree may
+    # reach ../shared through a symbolic link), then as resolved.
+    for candidate, base in itertools.product((path.absolute(), real), (ROOT, ROOT.parent)):
+        if candidate.is_relative_to(base):
+            rel = candidate.relative_to(base)
             break
     else:
         rel = Path(hashlib.sha1(str(real).encode()).hexdigest()[:8]) / path.name
