@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .commands.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UserError
+from .decisions import BASELINES
 from .sandbox.contract import DTYPE_NAMES, PRECISION_POLICIES
 
 
@@ -200,6 +201,13 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
         help="set a size constant of the task (repeatable; a tuple as NAME=3,5)",
     )
     p.add_argument("--precision", choices=PRECISION_POLICIES, default=None)
+    p.add_argument(
+        "--baseline",
+        choices=BASELINES,
+        default=None,
+        help="what a kernel must beat to win: fastest (default: the faster of PyTorch eager and "
+        "torch.compile), eager, or compile",
+    )
     p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")
     _add_max_memory(p)
     p.add_argument("--workers", type=_COUNT, help="evaluator worker processes")

@@ -25,6 +25,39 @@ T = TypeVar("T")
 # The reference's own speedup over eager: a candidate must beat it to replace the reference.
 REFERENCE_SPEEDUP = 1.0
 
+# What a kernel must beat to win (--baseline): the faster of PyTorch eager and torch.compile
+# (the default: a user who could call torch.compile judges the kernel against that), eager alone,
+# or torch.compile alone. Where torch.compile was not timed (turned off, or it failed), eager.
+BASELINES = ("fastest", "eager", "compile")
+
+
+def baseline_speedup(
+    eager: float | None, compiled: float | None, baseline: str = "fastest"
+) -> float | None:
+    """A kernel's speedup over the baseline it is judged against, from its speedups over eager
+    and over torch.compile (None: not measured)."""
+    if baseline not in BASELINES:
+        raise ValueError(f"unknown baseline {baseline!r}: one of {', '.join(BASELINES)}")
+    eager, compiled = finite(eager), finite(compiled)
+    if baseline == "eager" or compiled is None:
+        return eager
+    if baseline == "compile" or eager is None:
+        return compiled
+    return min(eager, compiled)
+
+
+def speedup_of(row: Mapping[str, Any], baseline: str = "fastest") -> float | None:
+    """baseline_speedup of a candidate row or result (speedup_eager, speedup_compiled)."""
+    return baseline_speedup(row.get("speedup_eager"), row.get("speedup_compiled"), baseline)
+
+
+def baseline_name(baseline: str) -> str:
+    return {
+        "fastest": "the faster of PyTorch eager and torch.compile",
+        "eager": "PyTorch eager",
+        "compile": "torch.compile",
+    }[baseline]
+
 
 def finite(value: Any) -> float | None:
     """`value` as a float when it is a finite number (not a bool), else None."""
@@ -76,7 +109,8 @@ def winner(
 ) -> T | None:
     """The verified candidate that replaces the reference, or None (the reference stays).
 
-    With meaningful timings: the fastest that beats the reference (a speedup over eager above 1).
+    With meaningful timings: the fastest that beats the reference (a `speedup` above 1; callers
+    pass the speedup over the run's baseline, baseline_speedup).
     Without (the Triton interpreter: correctness only): the first verified candidate.
     """
     if not timing_meaningful:
@@ -261,7 +295,8 @@ def verdict(run: Mapping[str, Any]) -> str:
     best = run.get("best") if isinstance(run.get("best"), Mapping) else None
     if best is None:
         ok = [c for c in candidates if c.get("status") == "ok"]
-        best = fastest(ok, lambda c: c.get("speedup_eager"))
+        baseline = run_baseline(run)
+        best = fastest(ok, lambda c: speedup_of(c, baseline))
     text = _outcome(run, best, candidates)
     if run.get("stop_reason") == "task-error":
         return text
@@ -307,21 +342,34 @@ def _outcome(
     roofline = finite(best.get("roofline_fraction"))
     roof = f", at {roofline:.0%} of the roofline" if roofline is not None else ""
     vs_compiled = f" and {compiled:.2f}x vs torch.compile" if compiled is not None else ""
-    if not is_better(eager, REFERENCE_SPEEDUP):
+    baseline = run_baseline(run)
+    compile_wins = compiled is not None and not is_better(compiled, REFERENCE_SPEEDUP)
+    if compile_wins and baseline != "eager" and compiled is not None and compiled > 0:
+        return (
+            f"No win: torch.compile is {1 / compiled:.2f}x faster than the best verified kernel "
+            f"({where}, {eager:.2f}x PyTorch eager); use torch.compile. {n_ok} of {tried} were "
+            f"correct.{stop}"
+        )
+    if not is_better(baseline_speedup(eager, compiled, baseline), REFERENCE_SPEEDUP):
         return (
             f"No win: the best verified kernel ({where}) runs at {eager:.2f}x of PyTorch eager"
             f"{vs_compiled}. Keep the PyTorch reference. {n_ok} of {tried} were correct.{stop}"
         )
     caveat = (
-        " torch.compile is still faster: prefer it where it is available."
-        if compiled is not None and not is_better(compiled, REFERENCE_SPEEDUP)
-        else ""
+        " torch.compile is still faster: prefer it where it is available." if compile_wins else ""
     )
     return (
         f"The best verified kernel ({where}) is {eager:.2f}x faster than PyTorch eager"
         f"{vs_compiled}{roof}; it is saved as best.py. {n_ok} of {tried} were correct.{stop}"
         f"{caveat}"
     )
+
+
+def run_baseline(run: Mapping[str, Any]) -> str:
+    """The baseline a run judged its kernels against: its config's, else "eager" (a run from
+    before --baseline, whose best was chosen against eager alone)."""
+    value = _mapping(run.get("config")).get("baseline")
+    return value if value in BASELINES else "eager"
 
 
 def _llm_verdict(run: Mapping[str, Any]) -> str:

@@ -156,7 +156,9 @@ def coder_messages(
     state: RunState, ctx: RunContext, plan: Plan, idea: Idea, index: int, count: int
 ) -> list[dict[str, Any]]:
     timing = (state.get("profile") or {}).get("timing_meaningful", False)
-    best = best_candidate(state.get("candidates", []), timing_meaningful=timing)
+    best = best_candidate(
+        state.get("candidates", []), timing_meaningful=timing, baseline=ctx.config.baseline
+    )
     critiques = state.get("critiques", [])
     last = critiques[-1] if critiques else None
     prompt = load_prompt(

@@ -216,7 +216,7 @@ def stop_decision(
     cfg, round_no = ctx.config, state["round"]
     cands: list[Candidate] = state.get("candidates", [])
     meaningful = (state.get("profile") or {}).get("timing_meaningful", False)
-    best = best_candidate(cands, timing_meaningful=meaningful)
+    best = best_candidate(cands, timing_meaningful=meaningful, baseline=ctx.config.baseline)
     spent = Budget.of(cfg).exhausted(usage=usage, elapsed_s=elapsed_s, rounds_done=round_no)
     if cfg.chat:  # the person decides, within the money and time budgets
         return spent if spent and spent[0] != "rounds" else None
@@ -258,7 +258,9 @@ def critic_messages(
     state: RunState, ctx: RunContext, cands: list[Candidate], rules: Critique
 ) -> list[dict[str, Any]]:
     meaningful = (state.get("profile") or {}).get("timing_meaningful", False)
-    best = best_candidate(state.get("candidates", []), timing_meaningful=meaningful)
+    best = best_candidate(
+        state.get("candidates", []), timing_meaningful=meaningful, baseline=ctx.config.baseline
+    )
     prompt = load_prompt(
         "critic.j2",
         task_name=ctx.task.name,
@@ -358,9 +360,12 @@ def critic(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 def human(state: RunState, runtime: Runtime[RunContext]) -> Command[Literal["planner", "finalize"]]:
     """Node (chat mode): wait for the person's next instruction; '/quit' or nothing ends it."""
+    ctx = runtime.context
     critiques = state.get("critiques", [])
     meaningful = (state.get("profile") or {}).get("timing_meaningful", False)
-    best = best_candidate(state.get("candidates", []), timing_meaningful=meaningful)
+    best = best_candidate(
+        state.get("candidates", []), timing_meaningful=meaningful, baseline=ctx.config.baseline
+    )
     answer = interrupt(
         {
             "round": state.get("round", 0),

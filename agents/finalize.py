@@ -83,7 +83,7 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     rd = ctx.rundir
     meaningful = (state.get("profile") or {}).get("timing_meaningful", False)
     candidates = state.get("candidates", [])
-    best = best_candidate(candidates, timing_meaningful=meaningful)
+    best = best_candidate(candidates, timing_meaningful=meaningful, baseline=ctx.config.baseline)
     best_path = None
     if best is not None:
         best_path = rd.write_best(best.final_source or "")

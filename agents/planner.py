@@ -172,7 +172,11 @@ def planner_messages(state: RunState, ctx: RunContext, count: int) -> list[dict[
     prof = state.get("profile") or {}
     critiques: list[Critique] = state.get("critiques", [])
     candidates: list[Candidate] = state.get("candidates", [])
-    best = best_candidate(candidates, timing_meaningful=prof.get("timing_meaningful", False))
+    best = best_candidate(
+        candidates,
+        timing_meaningful=prof.get("timing_meaningful", False),
+        baseline=ctx.config.baseline,
+    )
     rounds = [
         {
             "round": r["round"],

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
-from ..decisions import winner
+from ..decisions import baseline_speedup, winner
 from ..run.config import RunConfig
 from .llm import AgentUsage
 
@@ -240,11 +240,18 @@ def duplicate_key(source: str) -> str:
     return hashlib.sha256(source.strip().encode()).hexdigest()[:16]
 
 
-def best_candidate(candidates: list[Candidate], *, timing_meaningful: bool) -> Candidate | None:
+def best_candidate(
+    candidates: list[Candidate], *, timing_meaningful: bool, baseline: str = "fastest"
+) -> Candidate | None:
     """The best verified candidate (status ok, with its source) that beat the reference, or None
-    (the reference stays): decisions.winner over the verified ones."""
+    (the reference stays): decisions.winner over the verified ones, by their speedup over the
+    run's baseline (the faster of eager and torch.compile unless --baseline says otherwise)."""
     verified = [c for c in candidates if c.status == "ok" and c.final_source]
-    return winner(verified, lambda c: c.speedup_eager, timing_meaningful=timing_meaningful)
+
+    def speedup(c: Candidate) -> float | None:
+        return baseline_speedup(c.speedup_eager, c.speedup_compiled, baseline)
+
+    return winner(verified, speedup, timing_meaningful=timing_meaningful)
 
 
 def round_summaries(plans: list[Plan], candidates: list[Candidate]) -> list[dict[str, Any]]:

@@ -60,6 +60,7 @@ def search_flags(args: argparse.Namespace) -> dict:
             "budget_tokens",
             "dtype",
             "precision",
+            "baseline",
             "trials",
             "workers",
             "db",

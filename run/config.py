@@ -64,6 +64,9 @@ class RunConfig:
     dtype: DType = "fp32"
     shapes: dict[str, int] = field(default_factory=dict)
     precision: PrecisionPolicy = "strict"
+    # What a kernel must beat to win: "fastest" (the faster of eager and torch.compile), "eager"
+    # or "compile" (decisions.BASELINES).
+    baseline: str = "fastest"
     trials: int | None = None  # correctness trials per candidate (None: EvalConfig's default)
     eval_timeout_s: float | None = None  # per candidate (None: EvalConfig's default)
     # Device memory a candidate may peak at, GB (None: max(4x the reference's, + 1 GiB)).
@@ -135,6 +138,10 @@ POSITIVE = ("budget_usd", "time_budget_s", "eval_timeout_s", "roofline_target", 
 
 def value_problem(name: str, value: Any) -> str | None:
     """What is wrong with `value` for RunConfig field `name`, or None when it can be used."""
+    if name == "baseline":
+        from ..decisions import BASELINES
+
+        return None if value in BASELINES else f"must be one of {', '.join(BASELINES)}"
     if value is None or name not in (*MINIMUMS, *POSITIVE):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:

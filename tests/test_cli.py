@@ -71,6 +71,7 @@ GELU = str(TASKS / "gelu.py")
         (["eval", GELU, GELU, "--trials", "0"], "--trials: must be at least 1, got 0"),
         (["optimize", GELU, "--frobnicate"], "unrecognized arguments: --frobnicate"),
         (["optimize", GELU, "--dtype", "fp8"], "invalid choice: 'fp8'"),
+        (["optimize", GELU, "--baseline", "cudnn"], "invalid choice: 'cudnn'"),
     ],
 )
 def test_errors_are_one_line_and_exit_2(args, said, no_llm_env):
@@ -85,6 +86,11 @@ def test_a_bad_value_from_the_environment_is_refused_by_its_name(no_llm_env, mon
     assert (code, out) == (2, "")
     assert err == "kernelwright: KERNELWRIGHT_ROUNDS must be at least 1, got 0\n"
     assert not (tmp_path / "runs").exists()  # refused before anything ran
+    monkeypatch.setenv("KERNELWRIGHT_ROUNDS", "1")
+    monkeypatch.setenv("KERNELWRIGHT_BASELINE", "cudnn")
+    code, out, err = kw("optimize", GELU, "--model", "offline")
+    assert (code, out) == (2, "")
+    assert err == "kernelwright: KERNELWRIGHT_BASELINE must be one of fastest, eager, compile\n"
 
 
 @pytest.mark.parametrize(

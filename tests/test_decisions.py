@@ -12,9 +12,11 @@ import sys
 import pytest
 
 from kernelwright.decisions import (
+    BASELINES,
     FAST_P_THRESHOLDS,
     INTERRUPTED,
     NIGHTLY_SLOWDOWN,
+    baseline_speedup,
     fast_p,
     fast_p_summary,
     fastest,
@@ -230,6 +232,32 @@ def test_verdict_of_a_winner_a_task_error_and_evaluator_errors():
     silent = verdict({**RUN, "llm_unanswered": {"coder": "401"}, "models": {"coder": "gpt-4o"}})
     assert silent.endswith("answered no call for coder (gpt-4o): those steps ran on the rules "
                            "and the fusion codegen. Last error: 401")  # fmt: skip
+
+
+def test_the_baseline_is_the_faster_of_eager_and_torch_compile_by_default():
+    assert BASELINES == ("fastest", "eager", "compile")
+    assert baseline_speedup(3.8, 0.22) == 0.22
+    assert baseline_speedup(3.8, 0.22, "eager") == 3.8
+    assert baseline_speedup(1.2, 1.5, "compile") == 1.5
+    assert baseline_speedup(1.2, None, "compile") == 1.2  # torch.compile not timed: eager's
+    assert baseline_speedup(None, None) is None
+    with pytest.raises(ValueError, match="unknown baseline"):
+        baseline_speedup(1.0, 1.0, "cudnn")
+
+
+def test_verdict_says_to_use_torch_compile_when_it_beats_every_kernel():
+    norm = {"round": 1, "candidate": 1, "status": "ok", "speedup_eager": 3.8,
+            "speedup_compiled": 0.22}  # fmt: skip
+    run = {**RUN, "config": {**RUN["config"], "baseline": "fastest"}, "candidates": [norm]}
+    text = verdict(run)
+    assert text.startswith(
+        "No win: torch.compile is 4.55x faster than the best verified kernel (round 1, "
+        "candidate 1, 3.80x PyTorch eager); use torch.compile."
+    )
+    eager_run = {**run, "config": {**run["config"], "baseline": "eager"}, "best": norm}
+    won = verdict(eager_run)
+    assert won.startswith("The best verified kernel (round 1, candidate 1) is 3.80x faster")
+    assert "torch.compile is still faster" in won
 
 
 # -- a run's status -------------------------------------------------------------------------------
