@@ -329,7 +329,9 @@ class _Partitioner:
         ]
 
 
-def _broadcasts(small: tuple[int, ...], big: tuple[int, ...]) -> bool:
+def _broadcasts(small: tuple[int, ...] | None, big: tuple[int, ...]) -> bool:
+    if small is None:  # a Python number read at run time (symbolic.bind_constants): a scalar
+        return True
     if len(small) > len(big):
         return False
     return all(s in (1, b) for s, b in zip(small[::-1], big[::-1]))
