@@ -75,6 +75,18 @@ def test_429_honours_retry_after(fake_openai):
     assert retry["kind"] == "rate_limit" and retry["status"] == 429 and retry["wait_s"] == 1.0
 
 
+def test_the_servers_x_should_retry_header_is_obeyed(fake_openai):
+    # A 503 the server says not to retry fails at once; a 400 it says to retry is retried.
+    fake_openai.script([error(503, "overloaded", headers={"x-should-retry": "false"})])
+    with pytest.raises(LLMError) as info:
+        client_for(fake_openai, max_retries=2).chat(USER, agent="coder")
+    assert info.value.kind == "server" and len(fake_openai.chat_requests) == 1
+    assert "the server says not to retry" in str(info.value)
+    fake_openai.script([error(400, "try again", headers={"X-Should-Retry": "true"}), reply("ok")])
+    got = client_for(fake_openai, max_retries=2).chat(USER, agent="coder")
+    assert got.text == "ok" and got.attempts == 2
+
+
 def test_500_then_success(fake_openai):
     fake_openai.script([error(500, "upstream exploded"), reply("ok")])
     events: list[dict] = []

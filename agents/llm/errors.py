@@ -239,7 +239,27 @@ def classify_error(err: BaseException) -> Failure:
 
 def _status_failure(err: openai.APIStatusError) -> Failure:
     """Classified by status, error code and Retry-After, never by words in the message: Azure's
-    transient 429 links to a "quotaincrease" page and says to retry in 2 seconds."""
+    transient 429 links to a "quotaincrease" page and says to retry in 2 seconds. A server's
+    `x-should-retry: true|false` header overrides whether to retry (OpenAI sends it, and the
+    openai SDK obeys it; kernelwright does its own retries, so it must read it too)."""
+    failure = _status_kind(err)
+    hint = should_retry(err.response.headers) if err.response is not None else None
+    if hint is not None and hint != failure.retryable:
+        failure.retryable = hint
+        failure.message += f" (the server says {'to retry' if hint else 'not to retry'})"
+        failure.args = (failure.message,)
+    return failure
+
+
+def should_retry(headers: Mapping[str, str] | None) -> bool | None:
+    """The server's `x-should-retry` header: True, False, or None when absent or unreadable."""
+    if not headers:
+        return None
+    value = {k.lower(): v for k, v in headers.items()}.get("x-should-retry", "").strip().lower()
+    return {"true": True, "false": False}.get(value)
+
+
+def _status_kind(err: openai.APIStatusError) -> Failure:
     status, detail = err.status_code, _error_detail(err)
     code, kind = (err.code or "").lower(), str(getattr(err, "type", None) or "").lower()
     wait = retry_after_s(err.response.headers) if err.response is not None else None
