@@ -1,12 +1,15 @@
 """The graph's last node: best.py (a verified candidate that beat the reference) and the final
-run.json, then the run report."""
+run.json, then the run's record (run/record.py), built once and handed to the run report and
+to the store."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from ..decisions import fastest
-from ..run.rundir import RunDir, now_iso
+from ..run.record import RunRecord, plan_summaries
+from ..run.records import sync_record
+from ..run.rundir import RunDir, best_py_text, now_iso
 from .state import Candidate, RunState, Usage, best_candidate, round_summaries
 
 if TYPE_CHECKING:
@@ -65,16 +68,27 @@ def candidate_rows(candidates: list[Candidate]) -> list[dict[str, Any]]:
     ]
 
 
-def write_report(rundir: RunDir) -> str | None:
-    """report.run.write_run_report(run_dir); the error text if it fails."""
+def write_report(rundir: RunDir, record: RunRecord) -> str | None:
+    """report.run.write_run_report(record); the error text if it fails."""
     from ..report.run import write_run_report
 
     try:
-        write_run_report(rundir.path)
+        write_run_report(record)
     except Exception as e:  # the run's results are on disk already; a report bug must not lose them
         rundir.event("report.error", error=f"{type(e).__name__}: {e}")
         return f"{type(e).__name__}: {e}"
     return None
+
+
+def store_record(ctx: RunContext, record: RunRecord) -> None:
+    """records.sync_record into the run's store, when it has one. A store that fails is the
+    event's to say: the command syncs the run again from its directory (and reports it)."""
+    if ctx.store is None:
+        return
+    try:
+        sync_record(ctx.store, record)
+    except Exception as e:
+        ctx.rundir.event("store.error", error=f"{type(e).__name__}: {e}")
 
 
 def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -101,7 +115,7 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         for e in ctx.endpoints.states()
         if e.open_error is not None
     ]
-    rd.update_run(
+    written = rd.update_run(
         status="done",
         llm_unanswered=unanswered_roles(usage, ctx.models()),
         llm_switched_off=breakers,
@@ -129,7 +143,15 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         summary=shown.summary if shown else None,
         stop_reason=state.get("stop_reason"),
     )
-    report_error = write_report(rd)
+    # One record of the run, for the report and the store alike.
+    record = RunRecord.of(
+        rd,
+        written,
+        plan_summaries=plan_summaries([p.summary for p in state.get("plans", [])]),
+        best_py=best_py_text(best.final_source or "") if best is not None else None,
+    )
+    report_error = write_report(rd, record)
+    store_record(ctx, record)
     if report_error:
         rd.update_run(report_error=report_error)
     return {}

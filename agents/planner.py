@@ -9,6 +9,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from ..codegen import generate
+from ..run.rundir import PLAN_JSON
 from ..sandbox import baseline
 from .context import RunContext
 from .llm import LLMError, Section, UsageLedger
@@ -255,7 +256,7 @@ def planner(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         plan = rules_plan(state, count)
     ctx.rundir.write_round_json(
         round_no,
-        "plan.json",
+        PLAN_JSON,
         {"round": round_no, "source": source, "note": note, **plan.model_dump()},
     )
     ctx.rundir.event(

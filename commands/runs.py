@@ -45,12 +45,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.db:
         return _store_report(args)
     from ..report.run import write_run_report
+    from ..run.record import RunRecord
 
     try:
         run_dir = find_run_dir(args.run, args.out)
     except ExportError as e:
         raise UserError(str(e)) from None
-    files = write_run_report(run_dir)
+    files = write_run_report(RunRecord.load(run_dir))
     print(files["markdown"].read_text(), end="")
     print(f"\nreport: {files['markdown']} (and {files['html'].name}, {files['json'].name})")
     return EXIT_OK

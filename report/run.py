@@ -1,16 +1,17 @@
-"""One run's report, from its directory: report.md, report.json, speedup_per_round.png and
-report.html. What is best and the verdict are decisions.py's; this module gathers and shows."""
+"""One run's report, from its record (run/record.py's RunRecord, which finalize hands over and
+RunRecord.load reads from an older run's directory): report.md, report.json,
+speedup_per_round.png and report.html in the run directory. What is best and the verdict are
+decisions.py's; this module gathers and shows."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..decisions import fastest, finite, judged_text, run_status, statuses_text, verdict
 from ..sandbox.results import EvalResult
@@ -21,7 +22,6 @@ from .format import (
     num_text,
     pct_text,
     peaks,
-    read_json,
     usage_text,
     usd_text,
     write_json,
@@ -36,43 +36,72 @@ INTERPRETER_NOTE = (
 )
 
 
-_ROUND_DIR = re.compile(r"round_(\d+)$")
+# What a report reads of a run: run/record.py's RunRecord and CandidateRecord have these (the
+# record lives a floor below the report's callers, in run/, which the report does not import).
+class CandidateFacts(Protocol):
+    @property
+    def round(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def key(self) -> str: ...  # round_NN/cand_K
+    @property
+    def kernel(self) -> str | None: ...
+    @property
+    def kernel_path(self) -> str | None: ...
+    @property
+    def result(self) -> EvalResult | None: ...
+    @property
+    def tuned(self) -> bool: ...
+    @property
+    def tuned_kernel(self) -> str | None: ...
+    @property
+    def tuned_path(self) -> str | None: ...
+    @property
+    def tuned_result(self) -> EvalResult | None: ...
 
 
-_CAND_DIR = re.compile(r"cand_(\d+)$")
+class RunFacts(Protocol):
+    @property
+    def path(self) -> Path: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def run(self) -> Mapping[str, Any]: ...
+    @property
+    def rounds(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def candidate_rows(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def candidates(self) -> Sequence[CandidateFacts]: ...
+    @property
+    def plan_summaries(self) -> Mapping[int, str]: ...
+    @property
+    def events(self) -> Sequence[Mapping[str, Any]]: ...
+    @property
+    def best_py(self) -> str | None: ...
 
 
-def _numbered_dirs(parent: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
-    found = [(pattern.match(p.name), p) for p in parent.iterdir() if p.is_dir()]
-    return sorted((int(m.group(1)), p) for m, p in found if m)
+# A duplicate's summary names the candidate it repeats (agents/coder.py writes it).
+_SAME_SOURCE = re.compile(r"same source as (round_\d+/cand_\d+)")
+_KEY = re.compile(r"round_(\d+)/cand_(\d+)$")
 
 
-def _load_result(path: Path) -> EvalResult | None:
-    data = read_json(path)
-    if not isinstance(data, dict):
-        return None
-    try:
-        return EvalResult.from_dict(data)
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-def _candidate_view(run_dir: Path, round_no: int, index: int, cand_dir: Path) -> dict[str, Any]:
-    seed = _load_result(cand_dir / "result.json")
-    kernel, tuned_kernel = cand_dir / "kernel.py", cand_dir / "tuned.py"
+def _candidate_view(cand: CandidateFacts) -> dict[str, Any]:
+    seed = cand.result
     # The sweep's variant, when it beat the seed, is the candidate's verdict (run.json and the
     # best say so too): the tables must not show the seed's figures beside the tuned best.
-    tuned = _load_result(cand_dir / "tuned_result.json") if tuned_kernel.is_file() else None
+    tuned = cand.tuned_result if cand.tuned else None
     result = tuned or seed
     summary = result.summary() if result else "no result.json (not evaluated yet)"
     if tuned is not None and seed is not None:
         summary += f" (tuned by the sweep; the seed: {x_text(finite(seed.speedup_eager))} vs eager)"
     view: dict[str, Any] = {
-        "round": round_no,
-        "candidate": index,
-        "dir": str(cand_dir.relative_to(run_dir)),
-        "kernel": str(kernel.relative_to(run_dir)) if kernel.is_file() else None,
-        "tuned_kernel": str(tuned_kernel.relative_to(run_dir)) if tuned is not None else None,
+        "round": cand.round,
+        "candidate": cand.index,
+        "dir": cand.key,
+        "kernel": cand.kernel_path,
+        "tuned_kernel": cand.tuned_path if tuned is not None else None,
         "status": result.status if result else "pending",
         "rule": result.rule if result else None,
         "summary": summary,
@@ -100,24 +129,17 @@ def _best_of(views: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     return fastest([v for v in views if v["status"] == "ok"], lambda v: v["speedup_eager"])
 
 
-def _plan_summary(run_dir: Path, round_no: int, from_run: Mapping[int, Mapping[str, Any]]) -> str:
+def _plan_summary(
+    record: RunFacts, round_no: int, from_run: Mapping[int, Mapping[str, Any]]
+) -> str:
     summary = from_run.get(round_no, {}).get("plan_summary")
     if summary:
         return str(summary)
-    plan = read_json(run_dir / f"round_{round_no:02d}" / "plan.json")
-    if isinstance(plan, dict):
-        for key in ("summary", "plan_summary", "rationale"):
-            if plan.get(key):
-                return str(plan[key])
-    return ""
+    return record.plan_summaries.get(round_no, "")  # the round's plan.json
 
 
-def _round_rows(
-    run_dir: Path, views: Sequence[Mapping[str, Any]], run: Mapping[str, Any]
-) -> list[dict[str, Any]]:
-    from_run = {
-        r["round"]: r for r in run.get("rounds") or [] if isinstance(r, dict) and "round" in r
-    }
+def _round_rows(record: RunFacts, views: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    from_run = {r["round"]: r for r in record.rounds}
     numbers = sorted({v["round"] for v in views} | set(from_run))
     rows, best_so_far = [], None
     for n in numbers:
@@ -136,7 +158,7 @@ def _round_rows(
                 "best_speedup_compiled": best["speedup_compiled"] if best else None,
                 "best_roofline_fraction": best["roofline_fraction"] if best else None,
                 "best_so_far_eager": best_so_far,
-                "plan_summary": _plan_summary(run_dir, n, from_run),
+                "plan_summary": _plan_summary(record, n, from_run),
             }
         )
     return rows
@@ -184,17 +206,7 @@ def _parse_ts(value: Any) -> float | None:
     return None
 
 
-def _events_summary(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "events.jsonl"
-    events = []
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                item = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by a kill: the rest of the log still counts
-            if isinstance(item, dict):
-                events.append(item)
+def _events_summary(events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     stamps = [t for t in (_parse_ts(e.get("ts")) for e in events) if t is not None]
     return {
         "events": len(events),
@@ -203,16 +215,9 @@ def _events_summary(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _listed_candidates(run: Mapping[str, Any]) -> dict[tuple[int, int], Mapping[str, Any]]:
+def _listed_candidates(record: RunFacts) -> dict[tuple[int, int], Mapping[str, Any]]:
     """run.json's candidate rows (the agents' view: origin, idea, duplicates), by position."""
-    rows = run.get("candidates") or []
-    return {
-        (r["round"], r["candidate"]): r
-        for r in rows
-        if isinstance(r, Mapping)
-        and isinstance(r.get("round"), int)
-        and isinstance(r.get("candidate"), int)
-    }
+    return {(r["round"], r["candidate"]): r for r in record.candidate_rows}
 
 
 def _unlisted_view(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -238,17 +243,14 @@ def _unlisted_view(row: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _skipped_events(run_dir: Path) -> dict[tuple[int, int], Mapping[str, Any]]:
+def _skipped_events(
+    events: Sequence[Mapping[str, Any]],
+) -> dict[tuple[int, int], Mapping[str, Any]]:
     """Candidates the coder set aside without evaluation (a duplicate), from events.jsonl: what
     a run killed before its finalize (which writes run.json's candidates) still says of them."""
     found: dict[tuple[int, int], Mapping[str, Any]] = {}
-    path = run_dir / "events.jsonl"
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(event, dict) or event.get("event") != "candidate.skipped":
+    for event in events:
+        if event.get("event") != "candidate.skipped":
             continue
         if isinstance(event.get("round"), int) and isinstance(event.get("index"), int):
             found[(event["round"], event["index"])] = event
@@ -259,13 +261,13 @@ def _duplicate_of(row: Mapping[str, Any]) -> str | None:
     """'round_01/cand_1' for a duplicate, from run.json's row or a candidate.skipped event."""
     if row.get("duplicate_of"):
         return str(row["duplicate_of"])
-    match = re.match(r"same source as (round_\d+/cand_\d+)", str(row.get("summary") or ""))
+    match = _SAME_SOURCE.match(str(row.get("summary") or ""))
     return match.group(1) if match else None
 
 
 def _as_duplicate(view: dict[str, Any], of: str, views: Mapping[tuple[int, int], Any]) -> None:
     """A duplicate shows the candidate it repeats and that candidate's verdict, not "pending"."""
-    match = re.match(r"round_(\d+)/cand_(\d+)$", of)
+    match = _KEY.match(of)
     earlier = views.get((int(match.group(1)), int(match.group(2)))) if match else None
     verdict = f": {earlier['summary']}" if earlier else ""
     view.update(
@@ -276,14 +278,10 @@ def _as_duplicate(view: dict[str, Any], of: str, views: Mapping[tuple[int, int],
     )
 
 
-def _all_candidates(run_dir: Path, run: Mapping[str, Any]) -> list[dict[str, Any]]:
-    views = {
-        (r, k): _candidate_view(run_dir, r, k, cand_dir)
-        for r, round_dir in _numbered_dirs(run_dir, _ROUND_DIR)
-        for k, cand_dir in _numbered_dirs(round_dir, _CAND_DIR)
-    }
-    listed = _listed_candidates(run)
-    skipped = _skipped_events(run_dir)
+def _all_candidates(record: RunFacts) -> list[dict[str, Any]]:
+    views = {(c.round, c.index): _candidate_view(c) for c in record.candidates}
+    listed = _listed_candidates(record)
+    skipped = _skipped_events(record.events)
     for key, row in listed.items():
         views.setdefault(key, _unlisted_view(row))
     for key, view in views.items():
@@ -315,20 +313,17 @@ def _timing_note(run: Mapping[str, Any], views: Sequence[Mapping[str, Any]]) -> 
     return INTERPRETER_NOTE + (f" ({detail})" if detail else "")
 
 
-def run_report_data(run_dir: str | Path) -> dict[str, Any]:
-    """Everything a run report shows, from the run directory (what report.json holds)."""
-    run_dir = Path(run_dir)
-    run = read_json(run_dir / "run.json")
-    if not isinstance(run, dict):
-        raise FileNotFoundError(f"{run_dir / 'run.json'} is missing or not JSON: not a run dir?")
-    views = _all_candidates(run_dir, run)
+def run_report_data(record: RunFacts) -> dict[str, Any]:
+    """Everything a run report shows, from the run's record (what report.json holds)."""
+    run = record.run
+    views = _all_candidates(record)
     environment = run.get("environment")
     if not isinstance(environment, Mapping) or not environment:
         environment = next((v["environment"] for v in views if v["environment"]), {})
     note = _timing_note(run, views)
     data: dict[str, Any] = {
         "kind": "run",
-        "run_id": str(run.get("run_id") or run_dir.name),
+        "run_id": record.run_id,
         "task": str(run.get("task") or ""),
         "task_name": str(run.get("task_name") or ""),
         "task_hash": str(run.get("task_hash") or ""),
@@ -345,10 +340,10 @@ def run_report_data(run_dir: str | Path) -> dict[str, Any]:
         "usage": run.get("usage") or {},
         "llm_unanswered": run.get("llm_unanswered") or {},
         "llm_switched_off": run.get("llm_switched_off") or [],
-        "rounds": _round_rows(run_dir, views, run),
+        "rounds": _round_rows(record, views),
         "candidates": views,
         "best": _best_entry(run, views),
-        "log": _events_summary(run_dir),
+        "log": _events_summary(record.events),
     }
     data["judged"] = judged_text(run, _other_shape(data))
     data["evaluator_errors"] = sum(v["fault"] == "evaluator" for v in views)
@@ -515,20 +510,23 @@ def _run_markdown(data: Mapping[str, Any], plot: Path) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _run_kernels(run_dir: Path, data: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _run_kernels(record: RunFacts, data: Mapping[str, Any]) -> list[dict[str, Any]]:
     blocks = []
-    best_py = run_dir / "best.py"
-    if best_py.is_file():
-        blocks.append(kernel_view("best.py", best_py.read_text(errors="replace"), "ok", open_=True))
+    if record.best_py is not None:
+        blocks.append(kernel_view("best.py", record.best_py, "ok", open_=True))
+    cands = {(c.round, c.index): c for c in record.candidates}
     for v in data["candidates"]:
-        for key in ("kernel", "tuned_kernel"):
-            if v.get(key):
-                source = (run_dir / v[key]).read_text(errors="replace")
+        cand = cands.get((v["round"], v["candidate"]))
+        for key, source in (
+            ("kernel", cand.kernel if cand else None),
+            ("tuned_kernel", cand.tuned_kernel if cand else None),
+        ):
+            if v.get(key) and source is not None:
                 blocks.append(kernel_view(v[key], source, v["status"]))
     return blocks
 
 
-def _run_html(run_dir: Path, data: Mapping[str, Any], plot: Path) -> str:
+def _run_html(record: RunFacts, data: Mapping[str, Any], plot: Path) -> str:
     return render(
         "run.html.j2",
         title=f"kernelwright run {data['run_id']}: {data['task_name'] or data['task']}",
@@ -542,19 +540,19 @@ def _run_html(run_dir: Path, data: Mapping[str, Any], plot: Path) -> str:
         candidates=[_cand_cells(v, badge(v["status"])) for v in data["candidates"]],
         agent_headers=_AGENT_HEADERS,
         agents=_agent_rows(data["usage"], data["models"]),
-        kernels=_run_kernels(run_dir, data),
+        kernels=_run_kernels(record, data),
     )
 
 
-def write_run_report(run_dir: str | Path) -> dict[str, Path]:
+def write_run_report(record: RunFacts) -> dict[str, Path]:
     """Write report.md, report.json, speedup_per_round.png and report.html into the run dir."""
-    run_dir = Path(run_dir)
-    data = run_report_data(run_dir)
+    run_dir = record.path
+    data = run_report_data(record)
     plot = plot_rounds(data["rounds"], run_dir / "speedup_per_round.png")
     md = run_dir / "report.md"
     md.write_text(_run_markdown(data, plot))
     page = run_dir / "report.html"
-    page.write_text(_run_html(run_dir, data, plot))
+    page.write_text(_run_html(record, data, plot))
     return {
         "markdown": md,
         "json": write_json(run_dir / "report.json", data),

@@ -1,10 +1,11 @@
 """A run in the results store: its row, its best kernel and the listing of runs, brought up to
-date from the run directory (rundir.py reads it)."""
+date from the run's record (record.py; finalize hands it over, RunRecord.load reads one)."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,8 @@ from ..decisions import run_status
 from ..sandbox.results import Environment
 from ..store import BestKernel, Store, variant_key
 from .config import RunConfig, eval_config_for
-from .rundir import RUN_JSON, RunDir, best_files, read_run
+from .record import RunRecord
+from .rundir import RUN_JSON, RunDir, read_run
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
@@ -45,7 +47,7 @@ def variant_of(config: RunConfig) -> str:
     return variant_key(eval_config_for(config))
 
 
-def environment_key(run: dict[str, Any]) -> str:
+def environment_key(run: Mapping[str, Any]) -> str:
     """The run's environment key, from its profile (the baseline's environment)."""
     env = (run.get("profile") or {}).get("environment")
     if not env:
@@ -58,7 +60,9 @@ def environment_key(run: dict[str, Any]) -> str:
 
 
 # -- the store ------------------------------------------------------------------------------------
-def record_start(store: Store, run: dict[str, Any], models: dict[str, str] | None = None) -> None:
+def record_start(
+    store: Store, run: Mapping[str, Any], models: dict[str, str] | None = None
+) -> None:
     """The run's row (a resumed run keeps the row it has)."""
     store.record_run(
         run["run_id"],
@@ -71,33 +75,38 @@ def record_start(store: Store, run: dict[str, Any], models: dict[str, str] | Non
     )
 
 
-def sync_run(store: Store, run_dir: str | os.PathLike[str]) -> None:
-    """Bring the store's row of a run up to date with its run.json, and offer its winner as the
+def sync_record(store: Store, record: RunRecord) -> None:
+    """Bring the store's row of a run up to date with its record, and offer its winner as the
     best kernel of its task on this environment (kept only when faster than the one there)."""
-    run = read_run(run_dir)
+    run = record.run
     record_start(store, run)
-    best = run.get("best") or {}
+    best = record.best
     store.update_run(
-        run["run_id"],
-        status=run.get("status", "running"),
-        finished=run.get("finished"),
-        stop_reason=run.get("stop_reason"),
-        models=run.get("models") or {},
-        usage=run.get("usage") or {},
+        record.run_id,
+        status=record.status,
+        finished=record.finished,
+        stop_reason=record.stop_reason,
+        models=record.models,
+        usage=record.usage,
         env_key=environment_key(run),
-        best_speedup_eager=best.get("speedup_eager"),
-        best_speedup_compiled=best.get("speedup_compiled"),
-        best_roofline_fraction=best.get("roofline_fraction"),
+        best_speedup_eager=best.speedup_eager if best else None,
+        best_speedup_compiled=best.speedup_compiled if best else None,
+        best_roofline_fraction=best.roofline_fraction if best else None,
     )
-    winner = best_files(run_dir) if run.get("status") == "done" else None
+    winner = record.winner if record.status == "done" else None
     if winner is not None and winner.result.ok:
         store.set_best_kernel(
             winner.source,
             winner.result,
-            variant=variant_of(RunConfig.from_dict(run.get("config") or {})),
-            task_name=str(run.get("task_name", "")),
-            run_id=run["run_id"],
+            variant=variant_of(record.run_config),
+            task_name=record.task_name,
+            run_id=record.run_id,
         )
+
+
+def sync_run(store: Store, run_dir: str | os.PathLike[str]) -> None:
+    """sync_record with the record of the run in `run_dir`, read from its files."""
+    sync_record(store, RunRecord.load(run_dir))
 
 
 def open_run_store(config: RunConfig, rundir: RunDir, models: dict[str, str]) -> Store | None:

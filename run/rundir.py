@@ -1,7 +1,7 @@
 """The run directory: run.json, each round's files, best.py, events.jsonl (a line per step).
 
 RunDir is the only code that knows the directory's paths: the others ask it (RunDir.at,
-read_run, run_candidates, best_files) instead of joining file names themselves.
+read_run, run_candidates, best_files, candidate_key) instead of joining file names themselves.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import secrets
 import shutil
 import threading
@@ -36,6 +37,28 @@ CHECKPOINT = "checkpoint.sqlite"
 # and the launch-constant sweep's variant with its own when it beat the seed.
 KERNEL_PY, RESULT_JSON = "kernel.py", "result.json"
 TUNED_PY, TUNED_RESULT_JSON = "tuned.py", "tuned_result.json"
+# ... and of each round's directory, round_NN/: the planner's plan.
+PLAN_JSON = "plan.json"
+# A candidate's key, its directory relative to the run: round_NN/cand_K (a pattern to find one
+# inside a text, such as a duplicate's "same source as round_01/cand_1").
+CANDIDATE_KEY = r"round_(\d+)/cand_(\d+)"
+_ROUND_DIR, _CAND_DIR = re.compile(r"round_(\d+)$"), re.compile(r"cand_(\d+)$")
+
+
+def candidate_key(round_no: int, index: int) -> str:
+    """'round_01/cand_1': candidate `index` of round `round_no`, relative to the run."""
+    return f"round_{round_no:02d}/cand_{index}"
+
+
+def parse_candidate_key(key: str) -> tuple[int, int] | None:
+    """(round, index) of a candidate key ('round_01/cand_1'), or None when it is not one."""
+    match = re.fullmatch(CANDIDATE_KEY, key)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _numbered_dirs(parent: Path, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
+    found = [(pattern.match(p.name), p) for p in parent.iterdir() if p.is_dir()]
+    return sorted((int(m.group(1)), p) for m, p in found if m)
 
 
 def new_run_id(task_name: str) -> str:
@@ -110,13 +133,16 @@ class RunDir:
         return json.loads(self.run_json.read_text())
 
     def update_run(self, **fields: Any) -> dict[str, Any]:
-        """Merge `fields` into run.json (read, update, atomic rewrite)."""
+        """Merge `fields` into run.json (read, update, atomic rewrite); what the file now holds
+        (as JSON reads it back: lists, not tuples)."""
         with self._lock:
             path = self.run_json
             data = json.loads(path.read_text()) if path.exists() else {}
             data.update(fields)
-            _write_atomic(path, _dump(data))
-            return data
+            text = _dump(data)
+            _write_atomic(path, text)
+            written: dict[str, Any] = json.loads(text)
+            return written
 
     def copy_task(self, task_path: str | Path) -> Path:
         dst = self.task_py
@@ -157,7 +183,22 @@ class RunDir:
         return self.path / f"round_{round_no:02d}"
 
     def candidate_dir(self, round_no: int, index: int) -> Path:
-        return self.round_dir(round_no) / f"cand_{index}"
+        return self.path / candidate_key(round_no, index)
+
+    def round_dirs(self) -> list[tuple[int, Path]]:
+        """(number, directory) of every round_NN directory, in order."""
+        return _numbered_dirs(self.path, _ROUND_DIR)
+
+    def candidate_dirs(self) -> list[tuple[int, int, Path]]:
+        """(round, index, directory) of every round_NN/cand_K directory, evaluated or not."""
+        return [
+            (r, k, cand_dir)
+            for r, round_dir in self.round_dirs()
+            for k, cand_dir in _numbered_dirs(round_dir, _CAND_DIR)
+        ]
+
+    def plan_json(self, round_no: int) -> Path:
+        return self.round_dir(round_no) / PLAN_JSON
 
     def write_round_json(self, round_no: int, name: str, data: dict[str, Any]) -> Path:
         path = self.round_dir(round_no) / name
@@ -181,7 +222,7 @@ class RunDir:
 
     def write_best(self, source: str) -> str:
         """best.py: the winner's source under BEST_PY_HEADER; its path relative to the run."""
-        return self.relative(self.write_text(BEST_PY, BEST_PY_HEADER + source))
+        return self.relative(self.write_text(BEST_PY, best_py_text(source)))
 
     def remove_best(self) -> None:
         """No winner: never leave a stale best.py from an earlier attempt."""
@@ -229,7 +270,7 @@ class CandidateFiles:
 
     @property
     def key(self) -> str:
-        return f"round_{self.round:02d}/cand_{self.index}"
+        return candidate_key(self.round, self.index)
 
 
 def read_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -386,6 +427,11 @@ BEST_PY_HEADER = (
     "# gradient. Train with the task's reference Model and load its state_dict into ModelNew;\n"
     "# `kernelwright export RUN --to FILE.py` writes a module whose backward() says so.\n\n"
 )
+
+
+def best_py_text(source: str) -> str:
+    """best.py's text for the winner's `source`: BEST_PY_HEADER above it."""
+    return BEST_PY_HEADER + source
 
 
 def without_best_header(text: str) -> str:

@@ -15,11 +15,11 @@ from test_report_support import (
     blue_pixels,
     chromium,
     write_gpu_run,
+    write_run_report,
 )
 
 from kernelwright.report.html import highlight_python
 from kernelwright.report.nightly import write_nightly_report
-from kernelwright.report.run import write_run_report
 from kernelwright.report.suite import write_suite_report
 
 

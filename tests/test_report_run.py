@@ -16,11 +16,11 @@ from test_report_support import (
     blue_pixels,
     failed,
     ok_result,
+    run_report_data,
     write_gpu_run,
     write_run_dir,
+    write_run_report,
 )
-
-from kernelwright.report.run import run_report_data, write_run_report
 
 
 @pytest.fixture

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright.report import run as report_run
+from kernelwright.run.record import RunRecord
 from kernelwright.sandbox.results import (
     Environment,
     EvalResult,
@@ -157,6 +159,15 @@ def write_run_dir(
     lines = [json.dumps(e) for e in events] + ['{"ts": "2025-03-01T10:0']  # cut by a kill
     (run_dir / "events.jsonl").write_text("\n".join(lines) + "\n")
     return run_dir
+
+
+def run_report_data(run_dir: Path) -> dict:
+    """report.run.run_report_data of the run's record as `kernelwright report` reads it."""
+    return report_run.run_report_data(RunRecord.load(run_dir))
+
+
+def write_run_report(run_dir: Path) -> dict[str, Path]:
+    return report_run.write_run_report(RunRecord.load(run_dir))
 
 
 BEST = {
