@@ -232,7 +232,7 @@ class StoreError(Exception):
 
 
 @dataclass(frozen=True)
-class RunRecord:
+class StoredRun:
     """One optimisation run, as `runs` lists it."""
 
     id: str
@@ -531,11 +531,11 @@ class Store:
             if cur.rowcount == 0:
                 raise StoreError(f"update_run: no run {run_id!r} in {self.path}")
 
-    def run(self, run_id: str) -> RunRecord | None:
+    def run(self, run_id: str) -> StoredRun | None:
         row = self._conn().execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return _run_record(row) if row is not None else None
 
-    def runs(self, limit: int | None = 50) -> list[RunRecord]:
+    def runs(self, limit: int | None = 50) -> list[StoredRun]:
         """The most recent runs first."""
         rows = self._conn().execute(
             "SELECT * FROM runs ORDER BY created DESC, id DESC LIMIT ?",
@@ -838,11 +838,11 @@ def _insert_result(
     return cur.rowcount == 1
 
 
-def _run_record(row: sqlite3.Row) -> RunRecord:
+def _run_record(row: sqlite3.Row) -> StoredRun:
     data = dict(row)
     for k in _JSON_RUN_FIELDS:
         data[k] = json.loads(data[k]) if data[k] else {}
-    return RunRecord(**data)
+    return StoredRun(**data)
 
 
 def _candidate_record(row: sqlite3.Row) -> CandidateRecord:
