@@ -426,5 +426,5 @@ def coder(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     return {
         "drafts": [d for d in drafts if d.status == "pending"],
         "candidates": [d for d in drafts if d.status != "pending"],
-        **node_accounting(ledger.by_agent(), started, time.monotonic()),
+        **node_accounting(ledger.by_agent(), started, time.monotonic(), ledger.notes),
     }

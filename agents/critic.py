@@ -340,7 +340,7 @@ def critic(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         (c for c in state.get("candidates", []) if c.round == round_no), key=lambda c: c.index
     )
     crit, source = critique_round(state, ctx, cands, ledger)
-    accounting = node_accounting(ledger.by_agent(), started, time.monotonic())
+    accounting = node_accounting(ledger.by_agent(), started, time.monotonic(), ledger.notes)
     accounting["elapsed_s"] += tester_span(cands)
     usage = add_usage(state.get("usage"), accounting["usage"])
     elapsed = state.get("elapsed_s", 0.0) + accounting["elapsed_s"]

@@ -265,5 +265,5 @@ def planner(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     return {
         "round": round_no,
         "plans": [plan],
-        **node_accounting(ledger.by_agent(), started, time.monotonic()),
+        **node_accounting(ledger.by_agent(), started, time.monotonic(), ledger.notes),
     }

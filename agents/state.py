@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -139,30 +139,36 @@ class Usage(BaseModel):
     """LLM usage per agent (agents/llm/usage.py's AgentUsage); the run's total is their sum."""
 
     per_agent: dict[str, AgentUsage] = Field(default_factory=dict)
+    # The ledger's remarks for the report ("no price known for model X: cost counted as 0").
+    notes: list[str] = Field(default_factory=list)
 
     @property
     def total(self) -> AgentUsage:
         return sum(self.per_agent.values(), AgentUsage())
 
     @classmethod
-    def of(cls, per_agent: Mapping[str, AgentUsage]) -> Usage:
-        """From a UsageLedger's by_agent()."""
-        return cls(per_agent=dict(per_agent))
+    def of(cls, per_agent: Mapping[str, AgentUsage], notes: Sequence[str] = ()) -> Usage:
+        """From a UsageLedger's by_agent() and notes."""
+        return cls(per_agent=dict(per_agent), notes=list(notes))
 
     def to_dict(self) -> dict[str, Any]:
-        """run.json's usage block: totals plus per_agent."""
+        """run.json's usage block: totals plus per_agent, and the notes."""
         return {
             **self.total.model_dump(),
             "per_agent": {k: v.model_dump() for k, v in sorted(self.per_agent.items())},
+            "notes": list(self.notes),
         }
 
 
 def add_usage(left: Usage | None, right: Usage | None) -> Usage:
-    """Reducer: usage reported by concurrent nodes is summed per agent, never overwritten."""
-    merged = dict((left or Usage()).per_agent)
-    for agent, u in (right or Usage()).per_agent.items():
+    """Reducer: usage reported by concurrent nodes is summed per agent, never overwritten; each
+    note is kept once."""
+    left, right = left or Usage(), right or Usage()
+    merged = dict(left.per_agent)
+    for agent, u in right.per_agent.items():
         merged[agent] = merged.get(agent, AgentUsage()) + u
-    return Usage(per_agent=merged)
+    notes = [*left.notes, *(n for n in right.notes if n not in left.notes)]
+    return Usage(per_agent=merged, notes=notes)
 
 
 class Budget(BaseModel):
@@ -274,9 +280,12 @@ def round_summaries(plans: list[Plan], candidates: list[Candidate]) -> list[dict
     return out
 
 
-def node_accounting(by_agent: dict[str, Any], started: float, now: float) -> dict[str, Any]:
-    """The state update every node adds: the LLM usage it caused and the seconds it took."""
-    return {"usage": Usage.of(by_agent), "elapsed_s": max(0.0, now - started)}
+def node_accounting(
+    by_agent: dict[str, Any], started: float, now: float, notes: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The state update every node adds: the LLM usage it caused (with its ledger's notes) and
+    the seconds it took."""
+    return {"usage": Usage.of(by_agent, notes), "elapsed_s": max(0.0, now - started)}
 
 
 def llm_budget_spent(state: RunState, budget: Budget, extra: Usage | None = None) -> str | None:

@@ -92,6 +92,7 @@ def usage_text(usage: Mapping[str, Any]) -> str:
         + f", {num_text(usage.get('prompt_tokens', 0))} prompt + "
         f"{num_text(usage.get('completion_tokens', 0))} completion tokens, "
         f"{usd_text(usage.get('cost_usd'))}"
+        + "".join(f"; {note}" for note in usage.get("notes") or [] if isinstance(note, str))
     )
 
 

@@ -186,6 +186,10 @@ def test_a_reasoning_model_alias_costs_two_400s_per_run_not_per_step(tmp_path, f
     assert len(fake_openai.refused) == 2  # max_tokens, then temperature; 6 steps asked
     assert len(events(run["dir"], "llm.param_fallback")) == 2
     assert run["usage"]["retries"] == 2 and run["usage"]["failed_calls"] == 0
+    # A deployment name no price table knows: its cost is 0, and the reports say why.
+    note = "no price known for model 'kw-o3-deployment': cost counted as 0"
+    assert run["usage"]["notes"] == [note]
+    assert note in (run["dir"] / "report.md").read_text()
 
 
 def test_malformed_json_is_repaired(tmp_path, fake_openai):

@@ -63,6 +63,8 @@ def test_usage_text_names_failures_and_calls_not_sent():
         "1,200 prompt + 300 completion tokens, $0.0100"
     )
     assert fmt.usage_text({}) == "no LLM calls recorded"
+    noted = fmt.usage_text({**usage, "notes": ["no price known for model 'x': cost counted as 0"]})
+    assert noted.endswith("$0.0100; no price known for model 'x': cost counted as 0")
 
 
 def test_peaks_and_notes():
