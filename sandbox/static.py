@@ -711,6 +711,12 @@ class _Checker(ast.NodeVisitor):
         ctx = target.value.id
         cls = self.parents.get(func)
         if (
+            isinstance(cls, ast.ClassDef)
+            and func.name == "forward"
+            and _defines(cls, "setup_context")
+        ):
+            return None  # with setup_context, forward takes no ctx: its first parameter is an input
+        if (
             params
             and params[0].arg == ctx
             and isinstance(cls, ast.ClassDef)
@@ -732,6 +738,10 @@ def _rebinds(func: ast.FunctionDef, name: str) -> bool:
         if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
             return True
     return False
+
+
+def _defines(cls: ast.ClassDef, name: str) -> bool:
+    return any(isinstance(f, ast.FunctionDef) and f.name == name for f in cls.body)
 
 
 def _first_param(func: ast.FunctionDef) -> ast.arg | None:

@@ -270,6 +270,12 @@ REFUSED = [
         "        torch.cuda.synchronize = print  # <-",
     ),
     (
+        "monkeypatch",
+        "class F(torch.autograd.Function):\n    @staticmethod\n    def forward(x, k):\n"
+        "        x.grad_fn = print  # <-\n        return x\n\n    @staticmethod\n"
+        "    def setup_context(ctx, inputs, output):\n        ctx.k = inputs[1]",
+    ),
+    (
         "introspection",
         "class F(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n"
         "        return ctx._forward_cls  # <-",
