@@ -5,7 +5,19 @@ from __future__ import annotations
 import ast
 
 from .aliases import _Aliases, _const_str, _dotted, _is_builtin_call, _root_name
-from .contract import ALLOWED_IMPORTS, ALLOWED_ROOTS, LIMITED_IMPORTS
+from .contract import ALLOWED_ROOTS, LIMITED_IMPORTS
+from .published import (
+    AMP_DECORATORS,
+    DOTTED_ALLOWED,
+    amp_call_problems,
+    amp_value_problem,
+    autograd_function_classes,
+    bound_names,
+    ctx_store_class,
+    exposed_function_classes,
+    is_import_fallback,
+    under,
+)
 from .pyparse import parse
 from .rules import (
     Violation,
@@ -17,6 +29,7 @@ from .rules import (
     repr,
     sorted,
 )
+from .static_messages import _message
 
 # -- static checks: the tables ---------------------------------------------------------------------
 
@@ -72,37 +85,6 @@ _PRIVATE_MSG = (
 _TENSOR_SUBCLASS_MSG = (
     "makes a torch.Tensor subclass, which runs code when the evaluator inspects the output; "
     "return plain torch.Tensor objects"
-)
-
-# Accepted although a broader prefix below refuses them (issue 20: published kernels use them).
-# A match ends the prefix search; the part checks (private names, forbidden modules) still run.
-_DOTTED_ALLOWED = (
-    # Host-side TMA descriptors: a dataclass holding a tensor, its shape, strides and block
-    # shape, which the launcher turns into a descriptor. It generates no code; the rest of
-    # triton.tools (compile, link, disasm: AOT C code) stays refused. Its round_f32_to_tf32
-    # flag is kernel precision like tl.dot's default TF32: the comparison against the float64
-    # reference judges it per the precision policy, as it does every in-kernel precision.
-    "triton.tools.tensor_descriptor",
-    # torch.amp's decorators for a torch.autograd.Function's forward/backward. Outside an
-    # autocast region (the judge never enters one, a candidate may not: torch.autocast is
-    # refused) they are no-ops: forward runs as written. Only `cast_inputs` could change
-    # precision, inside autocast; a reduced one is refused by `check_amp_call`, and the
-    # decorators may only be called or used as decorators (see `check_amp_value`).
-    "torch.amp.custom_fwd",
-    "torch.amp.custom_bwd",
-    "torch.amp.autocast_mode.custom_fwd",
-    "torch.amp.autocast_mode.custom_bwd",
-    "torch.cuda.amp.custom_fwd",
-    "torch.cuda.amp.custom_bwd",
-)
-_AMP_DECORATORS = frozenset(n for n in _DOTTED_ALLOWED if n.startswith("torch."))
-# cast_inputs values that never lower precision (None: the default, no cast).
-_AMP_CASTS_OK = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
-_AMP_MSG = (
-    "may only decorate a torch.autograd.Function's forward/backward, with at most device_type= "
-    "and cast_inputs=torch.float32: cast_inputs=torch.float16/bfloat16 would run forward in "
-    'reduced precision under autocast. Write `@torch.amp.custom_fwd(device_type="cuda")` and '
-    "compute in the task's dtype"
 )
 
 # (dotted prefix, rule, why): the first match wins.
@@ -241,10 +223,6 @@ _TENSOR_TYPES = frozenset(
     {"torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"}
 )
 _JIT_DECORATORS = frozenset({"triton.jit", "triton.runtime.jit", "triton.runtime.jit.jit"})
-_AUTOGRAD_FUNCTION = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
-# The staticmethods of a torch.autograd.Function whose first parameter is the ctx object.
-_CTX_METHODS = _words("forward backward setup_context jvp vjp")
-_IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError"})
 
 # -- static checks: the visitor --------------------------------------------------------------------
 
@@ -258,9 +236,9 @@ class _Checker(ast.NodeVisitor):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
         self.classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-        self.bound_names = _bound_names(tree)
-        self.function_classes = _autograd_function_classes(tree, aliases)
-        self.exposed_classes = _exposed_function_classes(tree, self.function_classes, self.parents)
+        self.bound_names = bound_names(tree)
+        self.function_classes = autograd_function_classes(tree, aliases)
+        self.exposed_classes = exposed_function_classes(tree, self.function_classes, self.parents)
         self.tensor_classes: set[str] = set()
 
     def add(self, rule: str, node: ast.AST, message: str) -> None:
@@ -276,9 +254,9 @@ class _Checker(ast.NodeVisitor):
         root, rest = parts[0], parts[1:]
         if root in LIMITED_IMPORTS and rest and rest[0] not in LIMITED_IMPORTS[root][0]:
             return "import", f"is not allowed: {LIMITED_IMPORTS[root][1]}"
-        if not any(_under(name, ok) for ok in _DOTTED_ALLOWED):
+        if not any(under(name, ok) for ok in DOTTED_ALLOWED):
             for prefix, rule, why in _DOTTED_RULES:
-                if _under(name, prefix):
+                if under(name, prefix):
                     return rule, why
         if root in ("torch", "triton") and _STREAM_COMPONENTS.intersection(rest):
             return "stream", _STREAM_MSG
@@ -394,10 +372,10 @@ class _Checker(ast.NodeVisitor):
         func = self.aliases.origins(node.func)
         if func & {"operator.attrgetter", "operator.methodcaller"}:
             self.check_attrgetter(node)
-        if func & _AMP_DECORATORS or (
+        if func & AMP_DECORATORS or (
             func & {"functools.partial"}
             and node.args
-            and self.aliases.origins(node.args[0]) & _AMP_DECORATORS
+            and self.aliases.origins(node.args[0]) & AMP_DECORATORS
         ):
             self.check_amp_call(node)
         if _is_builtin_call(node, "type") and len(node.args) == 3:
@@ -405,40 +383,13 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def check_amp_call(self, node: ast.Call) -> None:
-        """torch.amp.custom_fwd(...) (or a functools.partial of it): no reduced cast_inputs."""
-        for kw in node.keywords:
-            if kw.arg is None:  # **options could carry any cast_inputs
-                self.add("precision-flag", node, f"`custom_fwd(**...)` {_AMP_MSG}")
-            elif kw.arg == "cast_inputs":
-                value = kw.value
-                none = isinstance(value, ast.Constant) and value.value is None
-                casts = self.aliases.origins(value)
-                if not none and not (casts and casts <= _AMP_CASTS_OK):
-                    shown = f"cast_inputs={ast.unparse(value)}"
-                    self.add("precision-flag", node, f"`{shown}`: custom_fwd {_AMP_MSG}")
+        for message in amp_call_problems(node, self.aliases):
+            self.add("precision-flag", node, message)
 
     def check_amp_value(self, node: ast.expr) -> None:
-        """The amp decorators only as decorators, called, or the function of a partial.
-
-        Passed around as a value (to a helper, stored in a table) they could be called with
-        any cast_inputs where no check sees the call.
-        """
-        if not self.aliases.origins(node) & _AMP_DECORATORS:
-            return
-        parent = self.parents.get(node)
-        if isinstance(parent, ast.Call) and (
-            parent.func is node
-            or (
-                parent.args[:1] == [node]
-                and self.aliases.origins(parent.func) & {"functools.partial"}
-            )
-        ):
-            return
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-            d is node for d in parent.decorator_list
-        ):
-            return
-        self.add("precision-flag", node, f"`{ast.unparse(node)}` {_AMP_MSG}")
+        message = amp_value_problem(node, self.aliases, self.parents)
+        if message:
+            self.add("precision-flag", node, message)
 
     def check_attrgetter(self, node: ast.Call) -> None:
         names = [_const_str(a) for a in node.args[:1]] if node.args else [None]
@@ -466,7 +417,7 @@ class _Checker(ast.NodeVisitor):
             return
         # `from torch.amp import custom_fwd`: the names are what is allowed, not the module.
         only_allowed = all(
-            any(_under(f"{node.module}.{a.name}", ok) for ok in _DOTTED_ALLOWED) for a in node.names
+            any(under(f"{node.module}.{a.name}", ok) for ok in DOTTED_ALLOWED) for a in node.names
         )
         if not self.check_module(node, node.module, whole=not only_allowed):
             return
@@ -499,49 +450,9 @@ class _Checker(ast.NodeVisitor):
             self.add("introspection", node, _message("introspection", alias.asname))
 
     def visit_Try(self, node: ast.AST) -> None:
-        if not self.is_import_fallback(node):
+        if not is_import_fallback(node, self.parents.get(node), self.bound_names):
             self.add("try", node, _message("try", "try"))
         self.generic_visit(node)
-
-    def is_import_fallback(self, node: ast.AST) -> bool:
-        """A module-level try that only chooses where a Triton name is imported from.
-
-        `try: from triton.language.extra.libdevice import rsqrt` / `except ImportError: from
-        triton.language.extra.cuda.libdevice import rsqrt` (issue 20: Triton moved libdevice
-        between versions). Nothing but imports of triton modules runs in it, each checked as
-        any import is, and it catches only ImportError/ModuleNotFoundError, names this file
-        never rebinds: no kernel, launch or torch computation can fail into it, so it hides no
-        failure and falls back to no torch code (a fallback importing torch stays refused).
-        """
-        if not (
-            isinstance(node, ast.Try)
-            and isinstance(self.parents.get(node), ast.Module)
-            and node.handlers
-            and not node.orelse
-            and not node.finalbody
-        ):
-            return False
-        statements = node.body + [s for h in node.handlers for s in h.body]
-        for stmt in statements:
-            if isinstance(stmt, ast.Import):
-                modules = [a.name for a in stmt.names]
-            elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
-                modules = [stmt.module]
-            else:
-                return False
-            if any(m.split(".")[0] != "triton" for m in modules):
-                return False
-        for handler in node.handlers:
-            caught = handler.type
-            names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
-            if handler.name is not None or not names:
-                return False
-            for name in names:
-                if not (isinstance(name, ast.Name) and name.id in _IMPORT_ERRORS):
-                    return False
-                if name.id in self.bound_names:
-                    return False
-        return True
 
     visit_TryStar = visit_Try
 
@@ -675,161 +586,11 @@ class _Checker(ast.NodeVisitor):
         root = _root_name(target.value)
         if root in ("self", "cls") or root in self.classes:
             return
-        function = self.ctx_store_class(target)
+        function = ctx_store_class(target, self.parents, self.function_classes)
         if function is None:
             self.add("monkeypatch", target, _message("store-not-self", shown))
         elif function in self.exposed_classes:
             self.add("monkeypatch", target, _message("ctx-exposed", shown, cls=function))
-
-    def ctx_store_class(self, target: ast.Attribute) -> str | None:
-        """`ctx.name = value` on the ctx parameter of a torch.autograd.Function's staticmethod.
-
-        PyTorch's documented way to hand non-tensor state from forward to backward (issue 20).
-        The ctx object is made by autograd for this one call and belongs to it; an attribute
-        on it patches nothing shared. Only a direct, public `ctx.name`, where ctx is the first
-        parameter of forward/backward/setup_context/jvp/vjp, a @staticmethod of a class
-        deriving from torch.autograd.Function, never rebound in that method; any module path
-        ctx could hold has already been refused above (`origins`). And only where autograd is
-        the one calling the method: called directly (`F.forward(torch.cuda, x)`) ctx would be
-        whatever the caller passes, so a class referenced other than as `F.apply` (or a base),
-        decorated, or whose body names its own methods is `exposed` and refused.
-        Returns the Function class's name where the store is on such a ctx, else None.
-        (Its way back from a ctx, `_forward_cls`, is refused as introspection. What is left,
-        a patch of what the evaluator relies on, the candidate process's integrity snapshot
-        catches at run time, as it does with the static checks off.)
-        """
-        if not isinstance(target.value, ast.Name) or target.attr.startswith("_"):
-            return None
-        func = self.parents.get(target)
-        while func is not None and not isinstance(
-            func, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Module)
-        ):
-            func = self.parents.get(func)
-        if not isinstance(func, ast.FunctionDef) or func.name not in _CTX_METHODS:
-            return None
-        params = func.args.posonlyargs + func.args.args
-        ctx = target.value.id
-        cls = self.parents.get(func)
-        if (
-            isinstance(cls, ast.ClassDef)
-            and func.name == "forward"
-            and _defines(cls, "setup_context")
-        ):
-            return None  # with setup_context, forward takes no ctx: its first parameter is an input
-        if (
-            params
-            and params[0].arg == ctx
-            and isinstance(cls, ast.ClassDef)
-            and cls.name in self.function_classes
-            and any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in func.decorator_list)
-            and not _rebinds(func, ctx)
-        ):
-            return cls.name
-        return None
-
-
-def _rebinds(func: ast.FunctionDef, name: str) -> bool:
-    """`name` is assigned, deleted or shadowed anywhere inside `func` (its parameter aside)."""
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            return True
-        if isinstance(node, ast.arg) and node.arg == name and node is not _first_param(func):
-            return True
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            return True
-    return False
-
-
-def _defines(cls: ast.ClassDef, name: str) -> bool:
-    return any(isinstance(f, ast.FunctionDef) and f.name == name for f in cls.body)
-
-
-def _first_param(func: ast.FunctionDef) -> ast.arg | None:
-    params = func.args.posonlyargs + func.args.args
-    return params[0] if params else None
-
-
-def _bound_names(tree: ast.AST) -> set[str]:
-    """Every name the file binds anywhere (assigned, defined, imported, a parameter)."""
-    bound: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-    return bound
-
-
-def _autograd_function_classes(tree: ast.AST, aliases: _Aliases) -> set[str]:
-    """Classes of the file deriving from torch.autograd.Function, directly or through another."""
-    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
-    found: set[str] = set()
-    for _ in range(len(classes)):
-        before = len(found)
-        for cls in classes:
-            for base in cls.bases:
-                if aliases.origins(base) & _AUTOGRAD_FUNCTION or (
-                    isinstance(base, ast.Name) and base.id in found
-                ):
-                    found.add(cls.name)
-        if len(found) == before:
-            break
-    return found
-
-
-def _exposed_function_classes(
-    tree: ast.AST, function_classes: set[str], parents: dict[ast.AST, ast.AST]
-) -> set[str]:
-    """The autograd Function classes whose methods candidate code could call directly.
-
-    A reference other than `F.apply` or as a base class (`F.forward(...)`, `g = F`,
-    getattr(F, ...), F()), a class decorator (it receives the class), or a name of one of its
-    own methods read in its body (a staticmethod is callable there); with the bases of each.
-    """
-    exposed: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id in function_classes:
-            parent = parents.get(node)
-            if isinstance(parent, ast.Attribute) and parent.attr == "apply":
-                continue
-            if isinstance(parent, ast.ClassDef) and node in parent.bases:
-                continue
-            exposed.add(node.id)
-        elif isinstance(node, ast.ClassDef) and node.name in function_classes:
-            if node.decorator_list:
-                exposed.add(node.name)
-            methods = {f.name for f in node.body if isinstance(f, ast.FunctionDef)}
-            outside = [
-                part
-                for stmt in node.body
-                for part in (
-                    [*stmt.decorator_list, *stmt.args.defaults, *stmt.args.kw_defaults]
-                    if isinstance(stmt, ast.FunctionDef)
-                    else [stmt]
-                )
-                if part is not None
-            ]
-            if any(
-                isinstance(n, ast.Name) and n.id in methods for p in outside for n in ast.walk(p)
-            ):
-                exposed.add(node.name)
-    bases = {
-        cls.name: {b.id for b in cls.bases if isinstance(b, ast.Name)}
-        for cls in ast.walk(tree)
-        if isinstance(cls, ast.ClassDef)
-    }
-    todo = list(exposed)
-    while todo:
-        for base in bases.get(todo.pop(), set()) - exposed:
-            exposed.add(base)
-            todo.append(base)
-    return exposed
 
 
 def _all_args(args: ast.arguments) -> list[ast.arg]:
@@ -879,87 +640,8 @@ def _is_triton_kernel(node: ast.AST, aliases: _Aliases) -> bool:
     return False
 
 
-# -- static checks: messages -----------------------------------------------------------------------
-
-_MESSAGES: dict[str, str] = {
-    "syntax": "{what}; fix the syntax",
-    "import": "`import {what}` is not allowed: a candidate may import only "
-    + ", ".join(name for name in ALLOWED_IMPORTS if name != "__future__")
-    + " (sandbox/contract.py). Remove it and compute with torch and your @triton.jit kernels",
-    "import-relative": "relative import `from {what} import` is not allowed: a candidate is a "
-    "single file; copy what you need into it and import only torch, triton and the allowed "
-    "standard modules",
-    "import-star": "`from {what} import *` hides which names are used: import them by name",
-    "alias-overflow": "`{what}` is bound to too many different module attributes to follow; "
-    "bind each module or function you use once, to its own name",
-    "builtin": "`{what}` is not allowed in a candidate (dynamic code, files, interpreter state or "
-    "process exit: a result comes from the evaluator, never from the candidate reporting "
-    "success); remove it: call functions by name, take data from forward's inputs and "
-    "ModelNew's parameters, and return the result from forward",
-    "builtin-ref": "`{what}` used as a value hides which attribute is accessed; call it "
-    "directly with a constant name, e.g. getattr(obj, 'name'), or write obj.name",
-    "getattr-computed": "`{what}` with a computed attribute name hides what is accessed; write "
-    "the attribute out (obj.name)",
-    "getattr-private": "reading the private attribute `{what}` by name is not allowed; use the "
-    "public API",
-    "setattr": "`{what}` on anything but self (with a constant public name) is not allowed; "
-    "write `self.name = value` in your own methods",
-    "dunder": "`{what}` is a dunder attribute; only __init__ (as in super().__init__()), "
-    "__name__, __qualname__, __doc__ and __version__ may be used. Call the public API instead "
-    "(x + y, not x.__add__(y); len(x), not x.__len__())",
-    "introspection": "`{what}` reaches frames, code objects, globals or class internals, a way "
-    "into the evaluator's own state; remove it and use what you are given: the tensors' shape, "
-    "stride, dtype and device, and your own attributes (isinstance for a type test)",
-    "monkeypatch": "changing `{what}` patches a module (or a class or object reached from one) "
-    "for the whole process, the evaluator's timer, synchronisation and comparisons included. "
-    "Call the library as it is and keep your own state on self (self.name = value)",
-    "store-not-self": "assigning `{what}` stores an attribute on an object that is not self or a "
-    "class of this file; keep state on self (self.name = value), in local variables, or, in a "
-    "torch.autograd.Function's @staticmethod forward/backward, on its ctx parameter "
-    "(ctx.name = value)",
-    "ctx-exposed": "assigning `{what}` on ctx is allowed only where autograd makes the ctx, but "
-    "`{cls}` is used other than as `{cls}.apply(...)` (called directly, passed around, "
-    "decorated), so its ctx may be anything the caller passes, a module included. Call it only "
-    "as `{cls}.apply(...)`",
-    "try": "a try statement hides failures: a failing kernel must fail visibly, and a fallback "
-    "to torch is not a kernel. Remove the try/except and let errors propagate (the one try "
-    "allowed chooses where a Triton name is imported from: module level, only triton imports, "
-    "`except ImportError:`)",
-    "reference": "`{what}` belongs to the task (the reference model and its inputs), which the "
-    "evaluator supplies; don't define, import or call it. Implement ModelNew on its own",
-    "model-new": "ModelNew must be `class ModelNew(nn.Module)`: nn.Module (or torch.nn.Module) "
-    "its only base, no decorators, no metaclass (found: {what})",
-    "model-new-missing": "no top-level `class ModelNew(nn.Module)`: define it, with Model's "
-    "constructor arguments, and launch your @triton.jit kernel from its forward",
-    "model-new-rebound": "`{what}` is defined more than once or reassigned; define "
-    "`class ModelNew(nn.Module)` exactly once",
-    "no-triton": "no top-level function decorated with @triton.jit: write the kernel in this "
-    "file (optionally under @triton.autotune/@triton.heuristics) and launch it from "
-    "ModelNew.forward",
-    "global": "`{what}` rebinds a name outside its function that is not this file's plain "
-    "module-level name (a nonlocal, a dunder, ModelNew or the task's names). Keep per-model "
-    "state on self and compute every call from its inputs; a module-level cache may use "
-    "`global` of a plain name (`global _cache`)",
-    "special-method": "`{what}` changes how Python treats your objects (finalizers, attribute "
-    "hooks, context managers that swallow errors, tensor dispatch) at moments the evaluator "
-    "does not control; write ordinary methods and call them (a helper class other than "
-    "ModelNew may define __call__; ModelNew defines forward)",
-    "tensor-subclass": "`{what}` subclasses torch.Tensor (or nn.Parameter): such a tensor runs "
-    "code when the evaluator inspects it. Return plain torch.Tensor objects",
-}
-
-
-def _message(kind: str, what: str, **more: str) -> str:
-    return _MESSAGES[kind].format(what=what, **more)
-
-
 def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
-
-
-def _under(name: str, prefix: str) -> bool:
-    """`name` is the module path `prefix` or something inside it."""
-    return name == prefix or name.startswith(prefix + ".")
 
 
 # -- static checks: entry points -------------------------------------------------------------------
