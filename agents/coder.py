@@ -38,10 +38,7 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 MAX_EXAMPLES = 2
 # The candidate contract's import allowlist (sandbox/contract.py), as the prompt words it.
 ALLOWED_IMPORTS = ", ".join(
-    "torch (not torch.compile, torch._dynamo, torch._inductor, CUDA streams or backend flags)"
-    if name == "torch"
-    else name
-    for name in contract.ALLOWED_IMPORTS
+    f"{name} ({note})" if note else name for name, (_, note) in contract.IMPORTS.items()
 )
 
 

@@ -172,6 +172,8 @@ class _Aliases:
             return {f"{o}.{name}" for o in base} if name else base
         if _is_builtin_call(node, "type") and len(node.args) == 1:
             return {"?type"} if not self.origins(node.args[0]) else self.origins(node.args[0])
+        if node.args and "functools.partial" in self.origins(node.func):
+            return self.origins(node.args[0])  # a partial of a module function is that function
         func = node.func
         name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         return set(self.returns.get(name or "", ()))

@@ -45,33 +45,37 @@ RULES: dict[str, str] = {
     "SystemExit/delattr, setattr other than on self, getattr with a computed or underscore name, "
     "type(name, bases, dict), and helpers that evaluate strings (typing.get_type_hints, "
     "functools.singledispatch)",
-    "dunder": "a dunder attribute other than __init__, __name__, __qualname__, __doc__",
+    "dunder": "a dunder attribute other than __init__, __name__, __qualname__, __doc__, "
+    "__version__",
     "introspection": "frames, tracebacks, code objects, globals, __dict__, __class__, "
     "__subclasses__, __builtins__ and the like: routes into the evaluator's own state",
     "private": "a _private name reached from an imported module (torch._C, torch.ops._x, "
     "triton._C)",
     "monkeypatch": "assigning, deleting or setattr-ing an attribute of a module or of anything "
     "reached from one (torch.cuda.synchronize = f, torch.Tensor.add = f), an attribute store on "
-    "anything but self or a class of the file, or a process-wide torch hook (torch.overrides, "
-    "register_module_forward_hook)",
+    "anything but self, a class of the file or the ctx of a torch.autograd.Function's "
+    "staticmethod, or a process-wide torch hook (torch.overrides, register_module_forward_hook)",
     "torch-compile": "torch.compile, torch._dynamo/_inductor, TorchScript, torch.fx/export/"
     "library, C++/CUDA extensions, jiterator, cudart, Triton's C build helpers: code generated "
     "outside the file's @triton.jit kernels",
     "stream": "CUDA streams, events and graphs (torch.cuda.synchronize is allowed)",
     "precision-flag": "torch.backends.*, TF32 and reduced-precision flags, matmul precision, "
-    "default dtype, autocast, deterministic-algorithm switches",
+    "default dtype, autocast, deterministic-algorithm switches (torch.amp.custom_fwd/custom_bwd "
+    "as decorators are allowed, without a reduced cast_inputs)",
     "global-state": "process-wide state the evaluator relies on: RNG seeds and state, default "
     "device, GPU memory cap, allocator",
     "file-io": "torch.load/save/from_file, torch.hub and other file or network access",
-    "try": "a try statement (a failing kernel must fail visibly; no fallback to torch)",
+    "try": "a try statement (a failing kernel must fail visibly; no fallback to torch), except a "
+    "module-level `try: from triton... import x` / `except ImportError: from triton... import x`",
     "reference": "any use of the task's Model, get_inputs or get_init_inputs (names, strings, "
     "definitions)",
     "model-new": "no top-level `class ModelNew(nn.Module)` (exactly one, nn.Module its only "
     "base, no decorators or metaclass, the name never rebound)",
     "no-triton": "no top-level function decorated with @triton.jit",
-    "global": "a global or nonlocal statement (module state kept across calls)",
-    "special-method": "a special method other than __init__, __repr__/__str__, __post_init__ "
-    "and comparison/container ones (__del__, __getattr__, __call__, __exit__, "
+    "global": "a nonlocal statement, or a global of a dunder, ModelNew or the task's names (a "
+    "global of the file's plain names, as a lazy cache, is allowed)",
+    "special-method": "a special method other than __init__, __repr__/__str__, __post_init__, "
+    "comparison/container ones and a helper class's __call__ (__del__, __getattr__, __exit__, "
     "__torch_function__, ... run code at moments the evaluator does not control), or a metaclass",
     "tensor-subclass": "a subclass of torch.Tensor/nn.Parameter or Tensor.as_subclass (a lazy "
     "output runs code when the evaluator inspects it)",

@@ -5,7 +5,19 @@ from __future__ import annotations
 import ast
 
 from .aliases import _Aliases, _const_str, _dotted, _is_builtin_call, _root_name
-from .contract import ALLOWED_ROOTS
+from .contract import ALLOWED_ROOTS, LIMITED_IMPORTS
+from .published import (
+    AMP_DECORATORS,
+    DOTTED_ALLOWED,
+    amp_call_problems,
+    amp_value_problem,
+    autograd_function_classes,
+    bound_names,
+    ctx_store_class,
+    exposed_function_classes,
+    is_import_fallback,
+    under,
+)
 from .pyparse import parse
 from .rules import (
     Violation,
@@ -17,6 +29,7 @@ from .rules import (
     repr,
     sorted,
 )
+from .static_messages import _message
 
 # -- static checks: the tables ---------------------------------------------------------------------
 
@@ -44,12 +57,17 @@ _PRECISION_MSG = (
 )
 _GLOBAL_STATE_MSG = (
     "changes process-wide state the evaluator relies on (RNG, default device, memory cap, "
-    "allocator); remove it, a kernel needs none of these"
+    "allocator); remove it: the evaluator seeds and places the inputs, and a kernel needing "
+    "random numbers takes a seed argument (tl.rand(seed, offsets))"
 )
-_FILE_MSG = "reads or writes files or the network; a kernel computes from its inputs only"
+_FILE_MSG = (
+    "reads or writes files or the network; a kernel computes from its inputs only: take "
+    "weights from ModelNew's parameters (the evaluator copies Model's into them)"
+)
 _SUBSYSTEM_MSG = (
     "starts processes, threads or network traffic, or times code itself; a candidate is one "
-    "module computing forward on the calling thread"
+    "module computing forward on the calling thread: remove it and launch your kernels from "
+    "forward"
 )
 _HOOK_MSG = (
     "installs a process-wide hook or mode that changes how every torch call runs, the "
@@ -175,7 +193,9 @@ _BANNED_BUILTINS = _words(
     "exit quit delattr help SystemExit KeyboardInterrupt"
 )
 
-_DUNDER_OK = frozenset({"__init__", "__name__", "__qualname__", "__doc__"})
+# __version__ (issue 20): a version string, read to pick an API (`triton.__version__ >= "3.2"`);
+# Python gives the name no behaviour, so reading it reaches nothing another name would not.
+_DUNDER_OK = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__version__"})
 
 # Attributes (and a few names) that lead to frames, code, globals or class internals.
 _INTROSPECTION = _words(
@@ -185,7 +205,7 @@ _INTROSPECTION = _words(
     "f_globals f_locals f_builtins f_code f_trace f_lasti f_lineno gi_frame gi_code gi_yieldfrom "
     "cr_frame cr_code cr_await ag_frame ag_code tb_frame tb_next tb_lineno tb_lasti co_code "
     "co_consts co_names co_varnames co_filename co_freevars co_cellvars co_lnotab co_linetable "
-    "cell_contents"
+    "cell_contents _forward_cls _backward_cls"
 )
 _INTROSPECTION_NAMES = frozenset({"__builtins__", "__loader__", "__spec__"})
 
@@ -216,6 +236,9 @@ class _Checker(ast.NodeVisitor):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
         self.classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+        self.bound_names = bound_names(tree)
+        self.function_classes = autograd_function_classes(tree, aliases)
+        self.exposed_classes = exposed_function_classes(tree, self.function_classes, self.parents)
         self.tensor_classes: set[str] = set()
 
     def add(self, rule: str, node: ast.AST, message: str) -> None:
@@ -227,11 +250,14 @@ class _Checker(ast.NodeVisitor):
 
     def dotted_violation(self, name: str) -> tuple[str, str] | None:
         """The rule a resolved module path breaks, with the reason."""
-        for prefix, rule, why in _DOTTED_RULES:
-            if name == prefix or name.startswith(prefix + "."):
-                return rule, why
         parts = name.split(".")
         root, rest = parts[0], parts[1:]
+        if root in LIMITED_IMPORTS and rest and rest[0] not in LIMITED_IMPORTS[root][0]:
+            return "import", f"is not allowed: {LIMITED_IMPORTS[root][1]}"
+        if not any(under(name, ok) for ok in DOTTED_ALLOWED):
+            for prefix, rule, why in _DOTTED_RULES:
+                if under(name, prefix):
+                    return rule, why
         if root in ("torch", "triton") and _STREAM_COMPONENTS.intersection(rest):
             return "stream", _STREAM_MSG
         for part in rest:
@@ -242,7 +268,7 @@ class _Checker(ast.NodeVisitor):
             if part in _FORBIDDEN_MODULES:
                 return "import", (
                     f"reaches the module `{part}` through `{root}`; a candidate may not use "
-                    f"{part} at all, however it is reached"
+                    f"{part} at all, however it is reached: remove it"
                 )
         return None
 
@@ -278,6 +304,7 @@ class _Checker(ast.NodeVisitor):
             self.add("reference", node, _message("reference", node.attr))
         if self.is_chain_top(node):
             self.report_dotted(node, self.aliases.origins(node))
+            self.check_amp_value(node)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -287,6 +314,7 @@ class _Checker(ast.NodeVisitor):
             self.add("reference", node, _message("reference", node.id))
         elif isinstance(node.ctx, ast.Load):
             self.check_builtin_name(node)
+            self.check_amp_value(node)
         elif (
             _is_dunder(node.id)
             and node.id not in _DUNDER_DATA_OK
@@ -344,9 +372,24 @@ class _Checker(ast.NodeVisitor):
         func = self.aliases.origins(node.func)
         if func & {"operator.attrgetter", "operator.methodcaller"}:
             self.check_attrgetter(node)
+        if func & AMP_DECORATORS or (
+            func & {"functools.partial"}
+            and node.args
+            and self.aliases.origins(node.args[0]) & AMP_DECORATORS
+        ):
+            self.check_amp_call(node)
         if _is_builtin_call(node, "type") and len(node.args) == 3:
             self.add("builtin", node, _message("builtin", "type(name, bases, dict)"))
         self.generic_visit(node)
+
+    def check_amp_call(self, node: ast.Call) -> None:
+        for message in amp_call_problems(node, self.aliases):
+            self.add("precision-flag", node, message)
+
+    def check_amp_value(self, node: ast.expr) -> None:
+        message = amp_value_problem(node, self.aliases, self.parents)
+        if message:
+            self.add("precision-flag", node, message)
 
     def check_attrgetter(self, node: ast.Call) -> None:
         names = [_const_str(a) for a in node.args[:1]] if node.args else [None]
@@ -372,7 +415,11 @@ class _Checker(ast.NodeVisitor):
         if node.level or not node.module:
             self.add("import", node, _message("import-relative", "." * node.level))
             return
-        if not self.check_module(node, node.module):
+        # `from torch.amp import custom_fwd`: the names are what is allowed, not the module.
+        only_allowed = all(
+            any(under(f"{node.module}.{a.name}", ok) for ok in DOTTED_ALLOWED) for a in node.names
+        )
+        if not self.check_module(node, node.module, whole=not only_allowed):
             return
         for alias in node.names:
             if alias.name == "*":
@@ -385,11 +432,11 @@ class _Checker(ast.NodeVisitor):
             if found:
                 self.add(found[0], node, f"`{name}` {found[1]}")
 
-    def check_module(self, node: ast.AST, module: str) -> bool:
+    def check_module(self, node: ast.AST, module: str, whole: bool = True) -> bool:
         if module.split(".")[0] not in _ALLOWED_ROOTS:
             self.add("import", node, _message("import", module))
             return False
-        found = self.dotted_violation(module)
+        found = self.dotted_violation(module) if whole else None
         if found:
             self.add(found[0], node, f"`import {module}`: `{module}` {found[1]}")
             return False
@@ -403,20 +450,33 @@ class _Checker(ast.NodeVisitor):
             self.add("introspection", node, _message("introspection", alias.asname))
 
     def visit_Try(self, node: ast.AST) -> None:
-        self.add("try", node, _message("try", "try"))
+        if not is_import_fallback(node, self.parents.get(node), self.bound_names):
+            self.add("try", node, _message("try", "try"))
         self.generic_visit(node)
 
     visit_TryStar = visit_Try
 
     def visit_Global(self, node: ast.Global | ast.Nonlocal) -> None:
+        """`global` of the file's own plain names is accepted (issue 20: a lazy cache,
+        `_cache = None; def get(): global _cache; ...`). It adds no capability: module state
+        across calls is already a module-level dict or an lru_cache away, and what such state
+        could do wrong (a stale or drifting result) is caught by the judge, which checks every
+        call's output on fresh inputs (trials, drift, reuse). Refused: `nonlocal`, and `global`
+        of a dunder (a module __getattr__ or __builtins__ bound from inside a function, where
+        the module-level check does not see it) or of ModelNew or the task's names."""
         keyword = "global" if isinstance(node, ast.Global) else "nonlocal"
+        if isinstance(node, ast.Global) and not any(
+            _is_dunder(n) or n.startswith("__") or n in _REFERENCE_NAMES or n == "ModelNew"
+            for n in node.names
+        ):
+            return
         self.add("global", node, _message("global", f"{keyword} {', '.join(node.names)}"))
 
     visit_Nonlocal = visit_Global
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         name = node.name
-        if _is_dunder(name) and name not in _SPECIAL_OK:
+        if _is_dunder(name) and name not in _SPECIAL_OK and not self.is_helper_call(node):
             self.add("special-method", node, _message("special-method", name))
         if name in _REFERENCE_NAMES:
             self.add("reference", node, _message("reference", name))
@@ -426,6 +486,19 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def is_helper_call(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        """`def __call__` in a helper class other than ModelNew (issue 20: a callable grid or op
+        object). It runs only when candidate code calls the object, on the calling thread, like
+        any method: the judge never calls a candidate object but the model (outputs must be
+        plain tensors, checked in the candidate process and again by the judge). ModelNew's
+        call stays nn.Module's, which the evaluator calls: write forward."""
+        parent = self.parents.get(node)
+        return (
+            node.name == "__call__"
+            and isinstance(parent, ast.ClassDef)
+            and parent.name != "ModelNew"
+        )
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if node.name in _REFERENCE_NAMES:
@@ -513,7 +586,11 @@ class _Checker(ast.NodeVisitor):
         root = _root_name(target.value)
         if root in ("self", "cls") or root in self.classes:
             return
-        self.add("monkeypatch", target, _message("store-not-self", shown))
+        function = ctx_store_class(target, self.parents, self.function_classes)
+        if function is None:
+            self.add("monkeypatch", target, _message("store-not-self", shown))
+        elif function in self.exposed_classes:
+            self.add("monkeypatch", target, _message("ctx-exposed", shown, cls=function))
 
 
 def _all_args(args: ast.arguments) -> list[ast.arg]:
@@ -561,66 +638,6 @@ def _is_triton_kernel(node: ast.AST, aliases: _Aliases) -> bool:
         if aliases.origins(target) & _JIT_DECORATORS:
             return True
     return False
-
-
-# -- static checks: messages -----------------------------------------------------------------------
-
-_MESSAGES: dict[str, str] = {
-    "syntax": "{what}; fix the syntax",
-    "import": "`import {what}` is not allowed: a candidate may import only torch, triton "
-    "(triton.language and its libdevice), math, typing, functools, itertools, operator, "
-    "dataclasses, collections, enum and numbers. Remove it",
-    "import-relative": "relative import `from {what} import` is not allowed: a candidate is a "
-    "single file; import only torch, triton and the allowed standard modules",
-    "import-star": "`from {what} import *` hides which names are used: import them by name",
-    "alias-overflow": "`{what}` is bound to too many different module attributes to follow; "
-    "bind each module or function you use once, to its own name",
-    "builtin": "`{what}` is not allowed in a candidate (dynamic code, files, interpreter state or "
-    "process exit: a result comes from the evaluator, never from the candidate reporting "
-    "success); a kernel needs none of these, remove it",
-    "builtin-ref": "`{what}` used as a value hides which attribute is accessed; call it "
-    "directly with a constant name, e.g. getattr(obj, 'name'), or write obj.name",
-    "getattr-computed": "`{what}` with a computed attribute name hides what is accessed; write "
-    "the attribute out (obj.name)",
-    "getattr-private": "reading the private attribute `{what}` by name is not allowed; use the "
-    "public API",
-    "setattr": "`{what}` on anything but self (with a constant public name) is not allowed; "
-    "write `self.name = value` in your own methods",
-    "dunder": "`{what}` is a dunder attribute; only __init__ (as in super().__init__()), "
-    "__name__, __qualname__ and __doc__ may be used. Call the public API instead",
-    "introspection": "`{what}` reaches frames, code objects, globals or class internals, a way "
-    "into the evaluator's own state; remove it",
-    "monkeypatch": "changing `{what}` patches a module (or a class or object reached from one) "
-    "for the whole process, the evaluator's timer, synchronisation and comparisons included. "
-    "Keep your own state on self",
-    "store-not-self": "assigning `{what}` stores an attribute on an object that is not self or a "
-    "class of this file; keep state on self (self.name = value) or in local variables",
-    "try": "a try statement hides failures: a failing kernel must fail visibly, and a fallback "
-    "to torch is not a kernel. Remove the try/except and let errors propagate",
-    "reference": "`{what}` belongs to the task (the reference model and its inputs), which the "
-    "evaluator supplies; don't define, import or call it. Implement ModelNew on its own",
-    "model-new": "ModelNew must be `class ModelNew(nn.Module)`: nn.Module (or torch.nn.Module) "
-    "its only base, no decorators, no metaclass (found: {what})",
-    "model-new-missing": "no top-level `class ModelNew(nn.Module)`: define it, with Model's "
-    "constructor arguments, and launch your @triton.jit kernel from its forward",
-    "model-new-rebound": "`{what}` is defined more than once or reassigned; define "
-    "`class ModelNew(nn.Module)` exactly once",
-    "no-triton": "no top-level function decorated with @triton.jit: write the kernel in this "
-    "file (optionally under @triton.autotune/@triton.heuristics) and launch it from "
-    "ModelNew.forward",
-    "global": "`{what}` keeps module state across calls: a result that is right for the checked "
-    "calls and wrong later is how stateful-drift cheats work. Keep per-model state on self and "
-    "compute every call from its inputs",
-    "special-method": "`{what}` changes how Python treats your objects (finalizers, attribute "
-    "hooks, calls, context managers that swallow errors, tensor dispatch); a candidate needs "
-    "only __init__, forward and ordinary methods",
-    "tensor-subclass": "`{what}` subclasses torch.Tensor (or nn.Parameter): such a tensor runs "
-    "code when the evaluator inspects it. Return plain torch.Tensor objects",
-}
-
-
-def _message(kind: str, what: str) -> str:
-    return _MESSAGES[kind].format(what=what)
 
 
 def _is_dunder(name: str) -> bool:

@@ -205,6 +205,27 @@ def _libdevice_modules() -> list:
     return mods
 
 
+class _GlobalsAsAttributes:
+    """A module's globals dict as attributes, for the interpreter's patch scope (setattr on the
+    way in, setattr/delattr on the way out): libdevice names imported into a kernel's module
+    by name are patched and restored as the module's attributes are."""
+
+    def __init__(self, names: dict) -> None:
+        object.__setattr__(self, "_names", names)
+
+    def __getattr__(self, name: str):
+        try:
+            return self._names[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value) -> None:
+        self._names[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        del self._names[name]
+
+
 def _fix_libdevice(interp) -> bool:
     """libdevice's functions are stubs (`...`, so None) or extern calls under the interpreter;
     while a kernel is interpreted they compute with NumPy instead."""
@@ -216,10 +237,16 @@ def _fix_libdevice(interp) -> bool:
 
     def patch_lang(fn):
         scope = original(fn)
+        stubs = {}  # id of a stub -> its name: a kernel module's own `from ... import tanh`
         for mod in mods:
             for name, impl in impls.items():
                 if hasattr(mod, name):
+                    stubs[id(getattr(mod, name))] = name
                     scope.set_attr(mod, name, impl)
+        names = _GlobalsAsAttributes(fn.__globals__)
+        for name, value in list(fn.__globals__.items()):
+            if id(value) in stubs:
+                scope.set_attr(names, name, impls[stubs[id(value)]])
         return scope
 
     setattr(patch_lang, _MARK, True)
@@ -482,10 +509,10 @@ def _fix_bounds(interp) -> bool:
         if original is None:  # pragma: no cover - a Triton without this op
             return
 
-        def checked(self, *args):
+        def checked(self, *args, **kwargs):  # a descriptor's load passes cache_policy=...
             mask = args[mask_at] if mask_at is not None and len(args) > mask_at else None
             _check(args[ptr_at], mask, what)
-            return original(self, *args)
+            return original(self, *args, **kwargs)
 
         checked.__wrapped__ = original
         setattr(builder, name, checked)

@@ -44,3 +44,20 @@ def test_static_check_export_and_prompt_agree_on_allowed_imports():
         )
         assert not [v for v in static_check(source) if v.rule == "import"], name
     assert [v.rule for v in static_check("import os\n")][:1] == ["import"]
+
+
+def import_rules(source: str) -> list[int]:
+    """The lines with an `import` violation."""
+    return [v.line for v in static_check(source) if v.rule == "import"]
+
+
+def test_limited_modules_are_stated_where_the_coder_reads_them():
+    # logging, warnings and contextlib: allowed for a few names, which the prompt says.
+    assert set(contract.LIMITED_IMPORTS) <= set(contract.ALLOWED_IMPORTS)
+    for name, (names, why) in contract.LIMITED_IMPORTS.items():
+        assert contract.IMPORTS[name][1] in coder.ALLOWED_IMPORTS and why
+        for allowed in sorted(names):
+            assert import_rules(f"import {name}\nx = {name}.{allowed}\n") == [], allowed
+            assert import_rules(f"from {name} import {allowed}\n") == [], allowed
+        assert import_rules(f"import {name}\nx = {name}.not_listed\n") == [2]
+        assert import_rules(f"from {name} import not_listed\n") == [1]

@@ -89,6 +89,21 @@ o = torch.zeros(4, 4, dtype=torch.int32)
 masks[(1,)](o, o, 2, 3, BN=4, BM=4)
 report["masks"] = o.tolist()
 
+# libdevice imported by name (an import fallback's form) and a host tensor descriptor, whose
+# loads pass cache_policy= through the bound check.
+from triton.language.extra.libdevice import tanh as th
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+@triton.jit
+def by_name(x_desc, o_ptr, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(o_ptr + i, th(x_desc.load([0])))
+
+x = torch.linspace(-2, 2, 6)
+o = torch.zeros(8)
+by_name[(1,)](TensorDescriptor(x, [6], [1], [8]), o, N=8)
+report["by_name"] = torch.allclose(o, torch.tanh(torch.cat([x, torch.zeros(2)])), atol=1e-6)
+
 from triton.testing import do_bench
 report["do_bench"] = do_bench(lambda: None)
 report["notes"] = tritoncompat.notes()
@@ -120,5 +135,6 @@ def test_and_or_are_element_wise_on_blocks_only(tmp_path):
     # 1 (a in 0..10) + 2 (a > 1) + 4 (True and 4) + 0 (False or 0)
     assert report["bools"] == [7, 7, 7, 7]
     assert report["masks"] == [[1, 1, 1, 10]] * 2 + [[10] * 4] * 2
+    assert report["by_name"] is True
     assert report["do_bench"] >= 0
     assert tritoncompat.DO_BENCH_NOTE in report["notes"]

@@ -309,7 +309,7 @@ RULE_CASES = {
     "file-io": "w = torch.load('weights.pt')  # <-",
     "try": "try:  # <-\n    y = 1\nexcept Exception:\n    y = 2",
     "reference": "class Cheat(Model):  # <-\n    pass",
-    "global": "def f():\n    global CACHE  # <-\n    CACHE = 1",
+    "global": "def f():\n    global __getattr__  # <-\n    __getattr__ = print",
     "special-method": "class Box:\n    def __del__(self):  # <-\n        pass",
     "tensor-subclass": "class Lazy(torch.Tensor):  # <-\n    pass",
 }

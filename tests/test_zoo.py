@@ -107,6 +107,10 @@ CASES = [
     Case("no_triton_kernel", "rejected", "no-triton"),
     Case("fork_bomb", "rejected", "import"),
     Case("builtins_patch", "rejected", "introspection"),
+    # Next to the loosenings of issue 20 (honest published code accepted): each still refused.
+    Case("ctx_module_patch", "rejected", "monkeypatch"),
+    Case("import_fallback_torch", "rejected", "try"),
+    Case("logging_config_exec", "rejected", "import"),
     # ...and again by the runtime layer alone.
     runtime("background_thread", "rejected", "thread"),
     runtime("lazy_subclass", "rejected", "output-type"),
@@ -127,6 +131,8 @@ CASES = [
     runtime("write_outside", "rejected", "sandbox-file"),
     runtime("no_triton_kernel", "rejected", "no-triton-launch"),
     runtime("fork_bomb", "rejected", "sandbox-process"),
+    runtime("ctx_module_patch", "rejected", "monkeypatch"),
+    runtime("logging_config_exec", "rejected", "sandbox-process"),
     # Patched builtins break the harness in the candidate's own process first (it dies without
     # a reply), or the integrity snapshot sees them: either way never the judge's isinstance.
     runtime("builtins_patch", ("rejected", "crashed"), ("monkeypatch", "exit", "harness")),
