@@ -183,9 +183,10 @@ def test_warmup_softmax_on_gpu(dtype):
     with EvalPool() as pool:
         result = pool.submit(TASKS / "softmax.py", WARMUP, GPU_CONFIG.replace(dtype=dtype)).result()
     assert result.status == "ok", f"{result.summary()}\n{result.message}"
-    (stats,) = result.kernels
-    assert stats.name == "softmax_rows_kernel" and stats.launches >= 1
-    assert stats.num_warps == 4  # the compiled variant's statistics were read
+    # One entry per compiled variant (the variant shape may specialize another).
+    assert {k.name for k in result.kernels} == {"softmax_rows_kernel"}
+    assert all(k.launches >= 1 for k in result.kernels)
+    assert {k.num_warps for k in result.kernels} == {4}  # the compiled variants' statistics
 
 
 @pytest.mark.gpu
@@ -199,4 +200,4 @@ def test_host_tma_descriptor_matmul_on_gpu(dtype):
         result = pool.submit(TASKS / "zoo_matmul.py", TMA, GPU_CONFIG.replace(dtype=dtype))
         result = result.result()
     assert result.status == "ok", f"{result.summary()}\n{result.message}"
-    assert [k.name for k in result.kernels] == ["matmul_tma_kernel"]
+    assert {k.name for k in result.kernels} == {"matmul_tma_kernel"}
