@@ -521,12 +521,43 @@ def _on_setattr(g: Guard, event: str, args: tuple, frame: Any) -> PermissionErro
     name = args[1] if len(args) > 1 else None
     if name not in _PATCH_ATTRS or not (g._armed and g._by_candidate(frame)):
         return None
+    if args and _made_here(g, frame, args[0]):
+        return None  # a namedtuple's own __new__ getting its defaults, not a patch
     return g._deny(
         "monkeypatch",
         f"reassign {name} of {type(args[0]).__name__} {_short(args[0])}",
         "classes, code and defaults of objects may not be swapped at run time",
         frame,
     )
+
+
+def _makers() -> dict[Any, str]:
+    """Standard-library code that sets a patch attribute on an object it has just made, by the
+    local variable holding that object: namedtuple gives its freshly eval'd `__new__` the
+    defaults; typing's NamedTupleMeta gives the class it just built its bases."""
+    import collections
+    import typing
+
+    makers: dict[Any, str] = {collections.namedtuple.__code__: "__new__"}
+    new = getattr(getattr(typing, "NamedTupleMeta", None), "__new__", None)
+    code = getattr(new, "__code__", None)
+    if isinstance(code, types.CodeType):
+        makers[code] = "nm_tpl"
+    return makers
+
+
+_MAKERS = _makers()
+
+
+def _made_here(g: Guard, frame: Any, target: object) -> bool:
+    """Whether the standard-library frame setting the attribute is one of `_MAKERS` and `target`
+    is the very object that frame just made (so a candidate cannot point it at anything else);
+    a candidate's own assignment, or a stdlib helper (functools.update_wrapper) it asks to set
+    a function's defaults, is not."""
+    if frame is None or g._kind(frame) != _STDLIB:
+        return False
+    local = _MAKERS.get(frame.f_code)
+    return local is not None and frame.f_locals.get(local) is target
 
 
 def _introspection(g: Guard, what: str, frame: Any) -> PermissionError:

@@ -3,6 +3,13 @@
 Triton's launch hook is not called by the interpreter and is bypassed by torch.compile's own
 launches, so the worker wraps the `run` methods of JITFunction and InterpretedFunction instead:
 every `kernel[grid](...)` goes through one of them (autotuners and heuristics included).
+
+A kernel compiled ahead with `compiled = kernel.warmup(..., grid=...)` and launched with
+`compiled[grid](*args)` (Triton's fused-softmax tutorial) goes through neither: that runner of
+CompiledKernel.__getitem__ is wrapped too, and its launch counts for the JITFunction that compiled
+the kernel (`compiled.src.fn`), only for a CompiledKernel that JITFunction's own cache holds (what
+its compile made, not an object put together by hand). Under the interpreter, warmup returns
+tritoncompat's stand-in, whose launches go through InterpretedFunction.run.
 """
 
 from __future__ import annotations
@@ -34,6 +41,12 @@ def install() -> None:
         pass
     for cls in classes:
         _wrap(cls)
+    try:
+        from triton.compiler.compiler import CompiledKernel
+    except ImportError:  # pragma: no cover - every supported Triton has it
+        pass
+    else:
+        _wrap_compiled(CompiledKernel)
     _installed = True
 
 
@@ -52,6 +65,40 @@ def _wrap(cls: Any) -> None:
     run.__wrapped__ = original  # type: ignore[attr-defined]
     run.__name__ = "run"
     cls.run = run
+
+
+def _wrap_compiled(cls: Any) -> None:
+    original = cls.__getitem__
+
+    def __getitem__(self, grid):
+        runner = original(self, grid)
+        kernel = _compiled_by(self)
+        if kernel is None:
+            return runner
+
+        def launch(*args, **kwargs):
+            out = runner(*args, **kwargs)
+            _counts[id(kernel)] += 1  # once the launch returned, as in `run`
+            _kernels[id(kernel)] = kernel
+            return out
+
+        return launch
+
+    __getitem__.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.__getitem__ = __getitem__
+
+
+def _compiled_by(compiled: Any) -> Any:
+    """The JITFunction whose compile made `compiled` (a CompiledKernel), or None: its source's
+    `fn`, provided that function's per-device caches hold this very object."""
+    from triton.runtime import jit
+
+    kernel = getattr(getattr(compiled, "src", None), "fn", None)
+    if not isinstance(kernel, jit.JITFunction):
+        return None
+    if not any(ck is compiled for ck in _cached(kernel)):
+        return None
+    return kernel
 
 
 def reset() -> None:
@@ -97,14 +144,20 @@ def kernel_stats(module_name: str) -> tuple[KernelStats, ...]:
     return tuple(stats)
 
 
-def _compiled_variants(kernel: Any) -> list[Any]:
+def _cached(kernel: Any) -> list[Any]:
     """CompiledKernel objects in a JITFunction's per-device caches (layout differs by version)."""
     found: list[Any] = []
     caches = getattr(kernel, "device_caches", None) or {}
-    for entry in caches.values():
+    for entry in list(caches.values()):
         cache = entry[0] if isinstance(entry, tuple) else entry
         if isinstance(cache, dict):
             found.extend(cache.values())
+    return found
+
+
+def _compiled_variants(kernel: Any) -> list[Any]:
+    """The CompiledKernels of a JITFunction, their handles loaded for the statistics."""
+    found = _cached(kernel)
     for ck in found:
         init = getattr(ck, "_init_handles", None)
         if callable(init) and getattr(ck, "n_regs", None) is None:

@@ -14,6 +14,7 @@ squeezes the array first. Measured on the H200 image (triton 3.6.0) on 2026-12-0
 from __future__ import annotations
 
 import ast
+import inspect
 import os
 import time
 
@@ -354,6 +355,88 @@ def _fix_autotune() -> bool:
     return True
 
 
+WARMUP_NOTE = (
+    "CPU interpreter: kernel.warmup(...) compiled nothing; each launch through what it returned "
+    "ran the interpreted kernel"
+)
+
+
+class InterpretedCompiledKernel:
+    """What `kernel.warmup(...)` returns under the interpreter, in place of the CompiledKernel
+    the compiler returns (the stock interpreter returned None): `compiled[grid](*args)` runs the
+    interpreted kernel, through `InterpretedFunction.run`, so the launch is counted where every
+    other launch is (launches.py). It asks what the compiled launcher needs: a grid of three
+    entries and every argument of the kernel, constexprs included, in order (the launcher skips
+    the constexprs; passed fewer, it reads past its arguments)."""
+
+    def __init__(self, kernel, warmup_kwargs: dict, constexprs: dict):
+        self._kernel = kernel
+        self._arg_names = list(kernel.arg_names)
+        self._constexprs = constexprs  # compiled in: the launch's own values are skipped
+        md = {
+            "name": kernel.fn.__name__,
+            "num_warps": warmup_kwargs.get("num_warps", 4),
+            "num_stages": warmup_kwargs.get("num_stages", 3),
+            "num_ctas": warmup_kwargs.get("num_ctas", 1),
+            "shared": 0,
+        }
+        import collections
+
+        self.metadata = collections.namedtuple("KernelMetadata", sorted(md))(**md)
+        self.name = md["name"]
+        self.n_regs, self.n_spills = 0, 0
+
+    def _init_handles(self) -> None:
+        """Nothing to load: the interpreter compiles nothing."""
+
+    def __getitem__(self, grid):
+        grid = (grid[0], grid[1], grid[2])  # the compiled runner indexes three entries too
+        kernel, names, constexprs = self._kernel, self._arg_names, self._constexprs
+
+        def runner(*args, stream=None):
+            if len(args) != len(names):
+                raise TypeError(
+                    f"the compiled {kernel.fn.__name__} is launched with all {len(names)} of its "
+                    f"arguments, constexprs included, in order ({', '.join(names)}); got "
+                    f"{len(args)}"
+                )
+            note(WARMUP_NOTE)
+            args = tuple(constexprs.get(n, a) for n, a in zip(names, args))
+            kernel.run(*args, grid=grid, warmup=False)
+
+        return runner
+
+
+def _fix_warmup(interp) -> bool:
+    """`kernel.warmup(...)` returns a launchable stand-in (`InterpretedCompiledKernel`) instead of
+    None; its arguments are checked against the kernel's signature, as the compiler's binder
+    does. Autotuner.warmup returns a list of them, one per config, as it does compiled."""
+
+    cls = interp.InterpretedFunction
+    original = cls.run
+    if getattr(original, _MARK, False):
+        return True
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if not warmup:
+            return original(self, *args, grid=grid, warmup=warmup, **kwargs)
+        signature = inspect.signature(self.fn)
+        given = {k: v for k, v in kwargs.items() if k in signature.parameters}
+        bound = signature.bind(*args, **given)  # a TypeError, as the compiler's binder raises
+        bound.apply_defaults()
+        constexprs = {
+            name: value
+            for name, value in bound.arguments.items()
+            if "constexpr" in str(signature.parameters[name].annotation)
+        }
+        return InterpretedCompiledKernel(self, kwargs, constexprs)
+
+    setattr(run, _MARK, True)
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.run = run
+    return True
+
+
 def _is_block(x) -> bool:
     import triton.language as tl
 
@@ -508,10 +591,19 @@ def _fix_bounds(interp) -> bool:
         original = getattr(builder, name, None)
         if original is None:  # pragma: no cover - a Triton without this op
             return
+        # The builder's own parameter names: Triton 3.9's tensor-descriptor load passes
+        # cache_policy and is_volatile by keyword (the stock wrapper then raised a TypeError).
+        params = list(inspect.signature(original).parameters)[1:]
 
-        def checked(self, *args, **kwargs):  # a descriptor's load passes cache_policy=...
-            mask = args[mask_at] if mask_at is not None and len(args) > mask_at else None
-            _check(args[ptr_at], mask, what)
+        def arg(args, kwargs, at):
+            if at is None:
+                return None
+            if len(args) > at:
+                return args[at]
+            return kwargs.get(params[at]) if at < len(params) else None
+
+        def checked(self, *args, **kwargs):
+            _check(arg(args, kwargs, ptr_at), arg(args, kwargs, mask_at), what)
             return original(self, *args, **kwargs)
 
         checked.__wrapped__ = original
@@ -543,6 +635,7 @@ def fix_interpreter() -> list[str]:
         "autotune": _fix_autotune,
         "bool_ops": lambda: _fix_bool_ops(interp),
         "bounds": lambda: _fix_bounds(interp),
+        "warmup": lambda: _fix_warmup(interp),
     }
     applied = []
     for name, fix in fixes.items():

@@ -159,6 +159,62 @@ def harmless_namedtuple():
     return collections.namedtuple("P", "x y")(1, 2)
 
 
+def harmless_namedtuple_defaults():
+    # namedtuple gives its own freshly made __new__ the defaults (object.__setattr__ event).
+    return collections.namedtuple("P", "x y", defaults=(0,))(1)
+
+
+def harmless_typing_namedtuple():
+    # NamedTupleMeta sets __bases__ of the class it just built, and namedtuple the defaults.
+    class Config(typing.NamedTuple):
+        block: int
+        warps: int = 4
+
+    T = typing.TypeVar("T")
+
+    class Box(typing.NamedTuple, typing.Generic[T]):
+        item: T
+
+    return Config(64), Box(1)
+
+
+def patch_own_function_defaults():
+    def scale(x, factor=1):
+        return x * factor
+
+    scale.__defaults__ = (2,)
+
+
+def patch_namedtuple_new_defaults():
+    # The candidate itself reassigning what namedtuple made is still a patch.
+    P = collections.namedtuple("P", "x y", defaults=(0,))
+    P.__new__.__defaults__ = (1,)
+
+
+# (Reading __defaults__ is refused as introspection already: these assign literals.)
+def patch_library_defaults():
+    import textwrap
+    textwrap.indent.__defaults__ = (None,)
+
+
+def patch_defaults_through_stdlib():
+    # functools sets the attribute, but on a library function the candidate chose.
+    import functools, textwrap
+    functools.update_wrapper(
+        textwrap.indent, textwrap.indent, assigned=("__defaults__",), updated=()
+    )
+
+
+def patch_torch_defaults():
+    import torch.nn.functional as F
+    F.dropout.__defaults__ = (0.5, True, False)
+
+
+def patch_triton_defaults():
+    import triton.testing
+    triton.testing.do_bench.__defaults__ = (25, 100, None, None, "mean")
+
+
 def harmless_typevar():
     return typing.TypeVar("T")
 
@@ -198,12 +254,22 @@ EXPECTED = {
     "introspect_code_object": "sandbox-introspection",
     "patch_class_of_object": "monkeypatch",
     "harmless_namedtuple": None,
+    "harmless_namedtuple_defaults": None,
+    "harmless_typing_namedtuple": None,
+    "patch_own_function_defaults": "monkeypatch",
+    "patch_namedtuple_new_defaults": "monkeypatch",
+    "patch_library_defaults": "monkeypatch",
+    "patch_defaults_through_stdlib": "monkeypatch",
+    "patch_torch_defaults": "monkeypatch",
+    "patch_triton_defaults": "monkeypatch",
     "harmless_typevar": None,
     "harmless_dataclass": None,
 }
 
 HARNESS = '''
 import importlib.util, json, os, shutil, subprocess, sys, threading
+
+import torch.nn.functional, triton.testing  # the libraries a candidate patches, loaded beforehand
 
 from kernelwright.sandbox.guard import Guard
 
@@ -377,7 +443,13 @@ import triton
 import triton.language as tl
 
 Pair = collections.namedtuple("Pair", "a b")
+Tiles = collections.namedtuple("Tiles", "block warps", defaults=(4,))
 T = typing.TypeVar("T")
+
+
+class Meta(typing.NamedTuple):
+    block: int = 64
+    warps: int = 4
 
 
 @dataclasses.dataclass
@@ -395,6 +467,7 @@ def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 def run(x):
     y = torch.empty_like(x)
     block = Launch().block
+    assert Tiles(block).warps == Meta().warps
     _double[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), BLOCK=block)
     return y
 """

@@ -131,6 +131,7 @@ def test_and_or_are_element_wise_on_blocks_only(tmp_path):
         "autotune",
         "bool_ops",
         "bounds",
+        "warmup",
     }
     # 1 (a in 0..10) + 2 (a > 1) + 4 (True and 4) + 0 (False or 0)
     assert report["bools"] == [7, 7, 7, 7]
@@ -138,3 +139,61 @@ def test_and_or_are_element_wise_on_blocks_only(tmp_path):
     assert report["by_name"] is True
     assert report["do_bench"] >= 0
     assert tritoncompat.DO_BENCH_NOTE in report["notes"]
+
+
+WARMUP_SCRIPT = r"""
+import json
+import torch
+import triton
+import triton.language as tl
+from kernelwright.sandbox import launches, tritoncompat
+
+tritoncompat.fix_interpreter()
+launches.install()
+
+@triton.jit
+def double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+def error(fn):
+    try:
+        fn()
+    except Exception as e:
+        return type(e).__name__
+    return None
+
+x = torch.randn(300)
+y = torch.empty_like(x)
+report = {}
+compiled = double.warmup(x, y, 300, BLOCK=128, num_warps=2, grid=(1,))
+compiled._init_handles()
+report["warmup_launches"] = launches.launches(__name__)
+compiled[(3, 1, 1)](x, y, 300, 64)  # the launch's constexpr is ignored: BLOCK stays 128
+report["right"] = torch.equal(y, 2 * x)
+report["launches"] = launches.launches(__name__)
+report["num_warps"] = compiled.metadata.num_warps
+report["short_grid"] = error(lambda: compiled[(3,)])
+report["missing_constexpr"] = error(lambda: compiled[(3, 1, 1)](x, y, 300))
+report["bad_warmup"] = error(lambda: double.warmup(x, y, BLOCK=128, grid=(1,)))
+report["notes"] = tritoncompat.notes()
+print(json.dumps(report))
+"""
+
+
+def test_warmup_returns_a_launchable_kernel_that_asks_what_the_compiled_one_does(tmp_path):
+    script = tmp_path / "warmup.py"
+    script.write_text(WARMUP_SCRIPT)
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["warmup_launches"] == {}  # compiling is not launching
+    assert report["right"] and report["launches"] == {"double": 1}
+    assert report["num_warps"] == 2
+    assert report["short_grid"] == "IndexError"  # the compiled runner reads grid[0..2]
+    assert report["missing_constexpr"] == "TypeError"  # the launcher takes every argument
+    assert report["bad_warmup"] == "TypeError"
+    assert tritoncompat.WARMUP_NOTE in report["notes"]
