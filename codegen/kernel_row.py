@@ -66,7 +66,19 @@ class RowWriter:
             return "full"
         if n.shape == self.full and not n.attrs.get("reshape"):
             return "full"
+        if self.groups is None and not n.attrs.get("reshape") and self.varies_in_rows(n):
+            return "full"  # broadcast over some rows only (a causal mask (1, 1, T, T)): per element
         return "red"
+
+    def varies_in_rows(self, n: Node) -> bool:
+        """Whether n varies along a reduced dim: then it is no per-row value. (A per-row value
+        may have the reduced shape without its kept dims, (N,) of an (N, C) row group, which
+        would not broadcast against the rows: those are per-row by their shape.)"""
+        if n.shape is None or n.shape in self.geo.reduced_shapes():
+            return False
+        nontrivial = [i for i, c in enumerate(self.full) if c != 1]
+        kept = kept_pattern(n.shape, self.full)
+        return any(k and d in self.dims for d, k in zip(nontrivial, kept))
 
     def text(self, a: Node, space: str) -> str:
         """How member or input a is written inside an expression of the given space."""

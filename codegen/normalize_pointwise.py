@@ -8,7 +8,7 @@ import torch
 import torch.fx as fx
 
 from . import ops
-from .ir import SCALAR, TASK, Node
+from .ir import SCALAR, TASK, TORCH, Node
 from .normalize_builder import GraphBuilder, dtype_source
 
 
@@ -68,6 +68,16 @@ class PointwiseOps(GraphBuilder):
             return None
         return self.pw("where", c, x, y, dtype=self.dtype_of(n), base=n.name)
 
+    def op_masked_fill(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        """x.masked_fill(mask, value): where(mask, value, x), the mask broadcast to x (a causal
+        mask sliced from a buffer, as attention writes it)."""
+        x, mask, value = b["input"], b["mask"], b["value"]
+        if not isinstance(x, Node) or not isinstance(mask, Node) or not _pointwise_operand(value):
+            return None
+        if isinstance(value, Node) and value.shape not in ((), None):
+            return None  # masked_fill takes a 0-dim value only
+        return self.pw("where", mask, value, x, dtype=self.dtype_of(n), base=n.name)
+
     def op_nan_to_num(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
         x = b["input"]
         if not isinstance(x, Node) or not x.is_float:
@@ -102,7 +112,10 @@ class PointwiseOps(GraphBuilder):
         return b["input"] if (b["p"] == 0 or not b["training"]) else None
 
     def op_identity(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
-        return self.cast(n, b["input"])
+        x = b["input"]
+        if n.target == "contiguous" and isinstance(x, Node) and x.kind == TORCH:
+            return None  # after a view torch keeps (a transpose), the copy a later .view() needs
+        return self.cast(n, x)
 
     op_float = op_half = op_bfloat16 = op_identity
 

@@ -27,6 +27,7 @@ SIGNATURES: dict[str, str] = {
     "clamp_min": "input, min",
     "clamp_max": "input, max",
     "where": "condition, input, other",
+    "masked_fill": "input, mask, value",
     "leaky_relu": "input, negative_slope=0.01, inplace=False",
     "elu": "input, alpha=1.0, inplace=False",
     "celu": "input, alpha=1.0, inplace=False",
@@ -152,6 +153,7 @@ def _calls() -> dict[Any, Call]:
     table[torch.clamp_min] = Call("clamp_min", "clamp_min")
     table[torch.clamp_max] = Call("clamp_max", "clamp_max")
     table[torch.where] = Call("where", "where")
+    table[torch.masked_fill] = Call("masked_fill", "masked_fill")
     table[torch.nan_to_num] = Call("nan_to_num", "nan_to_num")
     table[F.relu] = Call("relu", "unary")
     table[F.relu_] = Call("relu", "unary", inplace=True)
@@ -255,7 +257,8 @@ def _methods() -> dict[str, Call]:
     )
     inplace = {}
     for name, call in table.items():
-        if call.op in UNARY + BINARY + COMPARE + ["div", "pow", "clamp", "clamp_min", "clamp_max"]:
+        inplace_ops = ["div", "pow", "clamp", "clamp_min", "clamp_max", "masked_fill"]
+        if call.op in UNARY + BINARY + COMPARE + inplace_ops:
             inplace[name + "_"] = Call(call.op, call.sig, inplace=True)
     table.update(inplace)
     return table

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import builtins
 import io
+import math
 import operator
 import tokenize
 from typing import Any
@@ -179,6 +180,8 @@ class ForwardWriter:
             return f"({inner},)" if len(a) == 1 else f"({inner})"
         if isinstance(a, list):
             return "[" + ", ".join(self.arg(x) for x in a) + "]"
+        if isinstance(a, slice):  # a slice bound read at run time (`:T` with T from x.size())
+            return f"slice({', '.join(self.arg(v) for v in (a.start, a.stop, a.step))})"
         return literal(a)
 
     def statements(self, indent: str) -> list[str]:
@@ -273,6 +276,7 @@ class ForwardWriter:
         for prefix, owner in (
             ("torch", torch),
             ("F", F),
+            ("math", math),  # fx wraps the math module's functions (math.sqrt(k.size(-1)))
             ("torch.linalg", torch.linalg),
             ("torch.special", torch.special),
             ("torch.fft", torch.fft),

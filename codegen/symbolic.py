@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from .ir import PW, SCALAR, Graph, Node
+from .ir import PW, SCALAR, TORCH, Graph, Node
 
 
 def bind_constants(a: Graph, b: Graph, model_a: nn.Module, model_b: nn.Module) -> None:
@@ -24,20 +24,30 @@ def bind_constants(a: Graph, b: Graph, model_a: nn.Module, model_b: nn.Module) -
         return
     attrs = _numeric_attributes(model_a, model_b)
     made: dict[str, tuple[Node, Node]] = {}
+
+    def bound(ca: Any, cb: Any) -> tuple[Any, Any]:
+        if not _number(ca) or not _number(cb) or ca == cb:
+            return ca, cb
+        path = attrs.get((ca, cb))
+        if path is None:
+            return ca, cb
+        if path not in made:
+            made[path] = (_read(path, ca), _read(path, cb))
+        return made[path]
+
     for na, nb in zip(a.nodes, b.nodes):
-        if na.kind != PW or nb.kind != PW or na.op != nb.op or len(na.args) != len(nb.args):
+        if na.kind != nb.kind or na.op != nb.op or len(na.args) != len(nb.args):
             continue
-        args_a, args_b = list(na.args), list(nb.args)
-        for i, (ca, cb) in enumerate(zip(args_a, args_b)):
-            if not _number(ca) or not _number(cb) or ca == cb:
-                continue
-            path = attrs.get((ca, cb))
-            if path is None:
-                continue
-            if path not in made:
-                made[path] = (_read(path, ca), _read(path, cb))
-            args_a[i], args_b[i] = made[path]
-        na.args, nb.args = tuple(args_a), tuple(args_b)
+        if na.kind not in (PW, TORCH, SCALAR) or na.attrs.get("expr"):
+            continue
+        # Operands of a kernel's op, and the arguments of what stays torch or Python in forward
+        # (`split(self.n_embd)`, `view(B, T, self.n_head, C // self.n_head)`).
+        pairs = [bound(ca, cb) for ca, cb in zip(na.args, nb.args)]
+        na.args, nb.args = tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
+        if na.kind != PW and na.kwargs.keys() == nb.kwargs.keys():
+            kw = {k: bound(na.kwargs[k], nb.kwargs[k]) for k in na.kwargs}
+            na.kwargs = {k: v[0] for k, v in kw.items()}
+            nb.kwargs = {k: v[1] for k, v in kw.items()}
     for ga, (sa, _sb) in ((a, (0, 0)), (b, (1, 1))):
         for reads in made.values():
             ga.nodes.insert(0, reads[sa])

@@ -22,7 +22,11 @@ class Unsupported(Exception):
 
 
 class LeafTracer(fx.Tracer):
-    """fx's tracer with every torch.nn module (except containers) kept as one call."""
+    """fx's tracer with every torch.nn module (except containers) kept as one call, and the
+    task's own buffers as graph values: a causal mask sliced by the sequence length it reads
+    from x.size() (`self.bias[:, :, :T, :T]`) traces instead of failing on a proxy index."""
+
+    proxy_buffer_attributes = True
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         if isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
