@@ -127,7 +127,10 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps):
 
     def visit(self, n: fx.Node) -> Any:
         if n.op == "get_attr":
-            node = self.param(n.target)
+            # fx keeps a tensor forward made while tracing (torch.tensor(self.value)) as
+            # `_tensor_constantN` of the graph module, which ModelNew would not have.
+            fx_constant = str(n.target).startswith("_tensor_constant")
+            node = None if fx_constant else self.param(n.target)
             if node is None:
                 raise Unsupported(f"forward creates a constant tensor ({n.target})")
             return node

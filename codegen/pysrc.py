@@ -61,7 +61,29 @@ def call(head: str, items: list[str], indent: str, tail: str = "") -> list[str]:
     hug = f"{inner}{', '.join(items)}"
     if len(hug) <= LINE and not any("," in i and "(" not in i for i in items):
         return [f"{indent}{head}(", hug, f"{indent}){tail}"]
-    return [f"{indent}{head}("] + [f"{inner}{i}," for i in items] + [f"{indent}){tail}"]
+    lines = [f"{indent}{head}("]
+    for item in items:
+        lines += _item_lines(item, inner)
+    return [*lines, f"{indent}){tail}"]
+
+
+def _item_lines(item: str, indent: str) -> list[str]:
+    """One argument of a split call, itself split where it is a call still too long (ruff
+    format splits nested calls the same way: `nn.Sequential(nn.Linear(...), ...)`)."""
+    if len(indent) + len(item) + 1 <= LINE:
+        return [f"{indent}{item},"]
+    name, eq, value = item.partition("=")
+    keyword = f"{name}=" if eq and name.isidentifier() else ""
+    expr = value if keyword else item
+    opened = expr.find("(")
+    if opened > 0 and _is_name(expr[:opened]) and _matching(expr, opened) == len(expr) - 1:
+        inner = [a.strip() for a in split_top(expr[opened + 1 : -1], ",") if a.strip()]
+        return call(f"{keyword}{expr[:opened]}", inner, indent, ",")
+    return [f"{indent}{item},"]
+
+
+def _is_name(text: str) -> bool:
+    return text.replace("_", "").replace(".", "").replace("[", "").replace("]", "").isalnum()
 
 
 def join_lines(blocks: list[list[str]], blank: int = 2) -> str:
@@ -135,6 +157,12 @@ def fit(line: str) -> list[str]:
         return [line]
     indent = line[: len(line) - len(line.lstrip())]
     stmt = line.strip()
+    if stmt.startswith("def ") and stmt.endswith("):") and "(" in stmt:
+        # A signature: its parameters split like a call's, the colon after the parenthesis.
+        opened = stmt.index("(")
+        if _matching(stmt, opened) == len(stmt) - 2:
+            params = [a.strip() for a in split_top(stmt[opened + 1 : -2], ",") if a.strip()]
+            return call(stmt[:opened], params, indent, ":")
     head, eq, expr = stmt.partition(" = ")
     if not eq:
         head, expr = "", stmt
