@@ -13,9 +13,9 @@ constants). Modules, in pipeline order: trace (fx + meta-device shapes), normali
 ops, ops.py tables, decompositions; its op_ methods in normalize_pointwise / _reductions / _norms
 / _matmul over normalize_builder), symbolic (size-dependent constants), partition (fused groups),
 gather (embedding lookups a row group reads from the table itself), layout (row groups over
-inputs stored in a permuted order), kernel_pointwise / kernel_row / kernel_split / kernel_matmul
-(the kernels, with body, index, group_writer and template), pyforward (ModelNew), assemble (the
-file), api (generate).
+inputs stored in a permuted order), kernel_pointwise / kernel_row (its streamed passes in
+kernel_row_stream) / kernel_split / kernel_matmul (the kernels, with body, index, group_writer and
+template), pyforward (ModelNew), assemble (the file), api (generate).
 """
 
 from .api import FusionResult, generate
