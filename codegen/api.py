@@ -13,7 +13,7 @@ import torch
 from ..sandbox.contract import torch_dtypes
 from ..sandbox.pyparse import serialised
 from ..sandbox.task import Task, load_task, task_namespace, variant_overrides
-from . import ops
+from . import attention, ops
 from .arguments import Argument, check_lines, fixed_arguments, moved
 from .assemble import assemble
 from .gather import fuse_gathers
@@ -200,11 +200,16 @@ def _render(
     bodies: dict[str, list[str]] = {}
     summaries: list[str] = []
     seen: dict[str, Emitted] = {}
-    titles: set[str] = set()
+    titles: set[str] = {"attention"}
+    uses_attention = False
     for mode, graph in graphs.items():
         groups = partition(graph)
         fuse_gathers(graph, groups)
-        if not groups:
+        calls = attention.mark(graph)
+        if calls and not uses_attention:
+            summaries.append(attention.summary(calls))
+        uses_attention = uses_attention or bool(calls)
+        if not groups and not calls:
             raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
         launchers: dict[int, tuple[str, list]] = {}
         for g in groups:
@@ -219,6 +224,8 @@ def _render(
         writer = ForwardWriter(graph, groups, launchers)
         bodies[mode] = writer.statements("        ")
     model_new = _model_new(init_lines, fwd_args, bodies)
+    if uses_attention:
+        helper_classes = [attention.source(), *helper_classes]
     tunables = []
     for e in emitted:
         tunables += [t for t in e.tunables if t not in tunables]

@@ -28,6 +28,10 @@ SIGNATURES: dict[str, str] = {
     "clamp_max": "input, max",
     "where": "condition, input, other",
     "masked_fill": "input, mask, value",
+    "attention": (
+        "query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, "
+        "enable_gqa=False"
+    ),
     "leaky_relu": "input, negative_slope=0.01, inplace=False",
     "elu": "input, alpha=1.0, inplace=False",
     "celu": "input, alpha=1.0, inplace=False",

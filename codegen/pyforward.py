@@ -249,6 +249,12 @@ class ForwardWriter:
             return [f"{indent}{n.name} = {n.attrs['expr'].format(*args)}"]
         if n.kind not in (SCALAR, TORCH):
             raise Unsupported(f"{n.name} ({n.op}) is in no group")
+        if "attention" in n.attrs:  # codegen/attention.py's flash kernel
+            from .attention import call_args
+
+            pos, kw = call_args(n)
+            items = [self.arg(a) for a in pos] + [f"{k}={self.arg(v)}" for k, v in kw.items()]
+            return call(f"{n.name} = _attention", items, indent)
         op = n.attrs.get("fx_op")
         args = [self.arg(a) for a in n.args]
         kwargs = [f"{k}={self.arg(v)}" for k, v in n.kwargs.items()]

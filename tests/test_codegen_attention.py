@@ -1,12 +1,12 @@
-"""Attention written out by hand (KernelBench level 3's form): it traces, the scores' scale,
-causal mask and softmax fuse into one row kernel, and the candidate is right at two shapes and
-for other constructor arguments."""
+"""Attention: scaled_dot_product_attention becomes one flash-attention kernel (causal, masked),
+and attention written out by hand (KernelBench level 3's form) traces, its scale, causal mask
+and softmax fused into one row kernel; each candidate right at two shapes."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from test_codegen_harness import DEVICE, TASKS, candidate_module, check_ruff
+from test_codegen_harness import DEVICE, ROOT, TASKS, candidate_module, check_ruff
 
 from kernelwright.codegen import generate
 from kernelwright.sandbox.task import load_task, task_namespace
@@ -46,3 +46,44 @@ def test_causal_attention_is_right_at_two_shapes(tmp_path, candidate, sizes):
     x = ns["get_inputs"]()[0].to(DEVICE)
     with torch.no_grad():
         torch.testing.assert_close(new(x), ref(x), atol=1e-4, rtol=1e-4)
+
+
+SDPA = {
+    "causal": (ROOT / "benchmarks" / "level1" / "43_sdpa_causal.py", "attention: flash (causal)"),
+    "masked": (TASKS / "fusion_sdpa_masked.py", "attention: flash (full, masked)"),
+}
+SDPA_SHAPES = {
+    "causal": [
+        {"batch_size": 1, "num_heads": 2, "seq_len": 48, "head_dim": 128},
+        {"batch_size": 2, "num_heads": 1, "seq_len": 37, "head_dim": 40},
+    ],
+    "masked": [{}, {"batch_size": 1, "num_heads": 2, "seq_q": 23, "seq_k": 70, "head_dim": 72}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SDPA))
+def test_sdpa_is_one_flash_kernel_right_at_two_shapes(tmp_path, name):
+    path, summary = SDPA[name]
+    result = generate(str(path))
+    assert result.ok and result.reason == f"1 fused group(s): {summary}", result.reason
+    assert "_attention(" in result.source and "scaled_dot_product_attention(" not in result.source
+    check_ruff(result.source, tmp_path)
+    module = candidate_module(result.source, tmp_path)
+    for sizes in SDPA_SHAPES[name]:
+        ns = task_namespace(load_task(path), sizes)
+        torch.manual_seed(0)
+        inputs = [x.to(DEVICE) for x in ns["get_inputs"]()]
+        with torch.no_grad():
+            out, ref = module.ModelNew()(*inputs), ns["Model"]()(*inputs)
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+
+
+def test_sdpa_with_dropout_stays_torch():
+    from kernelwright.codegen.attention import _supported
+    from kernelwright.codegen.ir import TORCH, Node
+
+    q = Node("q", "input", "input", shape=(2, 4, 8, 16))
+    n = Node("a", TORCH, "call", (q, q, q), kwargs={"dropout_p": 0.1})
+    assert _supported(n) is None
+    n.kwargs = {"is_causal": True}
+    assert _supported(n) is not None
