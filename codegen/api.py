@@ -186,6 +186,10 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
         gm32, gm16 = trace(m32, str(task.path)), trace(m16, str(task.path))
         info32 = propagate(gm32, in32, str(task.path))
         info16 = propagate(gm16, in16, str(task.path))
+        # Attention written out by hand becomes one call (codegen/attention.py's kernel).
+        if attention.rewrite(gm32, info32) and attention.rewrite(gm16, info16):
+            info32 = propagate(gm32, in32, str(task.path))
+            info16 = propagate(gm16, in16, str(task.path))
         out[mode] = normalize(gm32, info32, info16)
     return out, m32
 

@@ -11,13 +11,18 @@ strict rule); fp16/bf16 accumulate in fp32. Head sizes up to 256; no dropout, no
 
 from __future__ import annotations
 
+import math
+import operator
 from typing import Any
 
+import torch
+import torch.fx as fx
 import torch.nn.functional as F
 
 from . import ops
 from .ir import TORCH, Graph, Node
 from .template import render
+from .trace import TensorInfo
 
 MAX_HEAD = 256
 SIGNATURE = "attention"  # ops.SIGNATURES: F.scaled_dot_product_attention's parameters
@@ -57,7 +62,7 @@ def _attention_kernel(
     sod,
     scale,
     CAUSAL: tl.constexpr,
-    MASK: tl.constexpr,  # 0: none, 1: boolean (keep where True), 2: added to the scores
+    MASK: tl.constexpr,  # 0: none, 1: keep where True, 2: added to the scores, 3: drop where True
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -95,6 +100,8 @@ def _attention_kernel(
             keep = keep & (tl.load(mask_ptr + m_offs, mask=keep, other=0) != 0)
         if MASK == 2:
             s += tl.load(mask_ptr + m_offs, mask=keep, other=0.0).to(tl.float32)
+        if MASK == 3:  # masked_fill(mask, -inf) written out: drop where True
+            keep = keep & (tl.load(mask_ptr + m_offs, mask=keep, other=1) == 0)
         s = tl.where(keep, s, -float("inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)  # a row with no key yet
@@ -110,8 +117,12 @@ def _attention_kernel(
     tl.store(o_ptr + o_offs, out, mask=row_ok[:, None] & (dv[None, :] < DV))
 
 
-def _attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
-    """scaled_dot_product_attention of (B, H, M, D) or (B, M, D) inputs, without dropout."""
+def _attention(query, key, value, attn_mask=None, is_causal=False, scale=None, drop_mask=None):
+    """scaled_dot_product_attention of (B, H, M, D) or (B, M, D) inputs, without dropout;
+    drop_mask: the scores set to -inf where it is True (attention written out by hand)."""
+    kind = 0
+    if drop_mask is not None:
+        attn_mask, kind = drop_mask, 3
     three = query.dim() == 3
     if three:
         query, key, value = query[:, None], key[:, None], value[:, None]
@@ -120,10 +131,11 @@ def _attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
     B, H, M, D = query.shape
     N, DV = key.shape[2], value.shape[3]
     out = torch.empty((B, H, M, DV), dtype=query.dtype, device=query.device)
-    kind, mask, mask_strides = 0, query, (0, 0, 0, 0)
+    mask, mask_strides = query, (0, 0, 0, 0)
     if attn_mask is not None:
         mask = attn_mask.expand(B, H, M, N)
-        kind, mask_strides = (1 if attn_mask.dtype == torch.bool else 2), mask.stride()
+        kind = kind or (1 if attn_mask.dtype == torch.bool else 2)
+        mask_strides = mask.stride()
     if scale is None:
         scale = 1.0 / math.sqrt(D)
     block_d = max(16, triton.next_power_of_2(D))
@@ -160,11 +172,119 @@ def _attention(query, key, value, attn_mask=None, is_causal=False, scale=None):
 '''
 
 
+def attention_pattern(query, key, value, drop_mask=None, scale=1.0):
+    """softmax((q @ k^T) * scale, masked_fill(drop_mask, -inf)) @ v: what rewrite() finds
+    written out by hand, as one call (torch ops here, so fx's shape propagation runs it)."""
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if drop_mask is not None:
+        scores = scores.masked_fill(drop_mask, float("-inf"))
+    return torch.softmax(scores, dim=-1) @ value
+
+
+def rewrite(gm: fx.GraphModule, infos: dict[str, Any]) -> bool:
+    """Replace attention written out by hand (q @ k.transpose(-2, -1), a scale, a masked_fill
+    with -inf, softmax over the last dim, @ v) by one attention_pattern call; True if any.
+
+    `infos`: the traced shapes (trace.propagate) telling tensors from scalars.
+    """
+    changed = False
+    for out in list(gm.graph.nodes):
+        found = _pattern(out, infos)
+        if found is None:
+            continue
+        q, k, v, drop, scale, dead = found
+        with gm.graph.inserting_before(out):
+            kwargs = {"drop_mask": drop, "scale": scale}
+            call = gm.graph.call_function(attention_pattern, (q, k, v), kwargs)
+        out.replace_all_uses_with(call)
+        for n in [out, *dead]:
+            if not n.users:
+                gm.graph.erase_node(n)
+        changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+    return changed
+
+
+def _pattern(out: fx.Node, infos: dict[str, Any]) -> tuple | None:
+    def one_user(n: Any) -> bool:
+        return isinstance(n, fx.Node) and len(n.users) == 1
+
+    def tensor(n: Any) -> TensorInfo | None:
+        info = infos.get(n.name) if isinstance(n, fx.Node) else None
+        return info if isinstance(info, TensorInfo) else None
+
+    if not _is_matmul(out) or len(out.args) != 2:
+        return None
+    probs, v = out.args
+    if not (one_user(probs) and _is_softmax(probs)):
+        return None
+    x, dead = probs.args[0], [probs]
+    drop = None
+    if one_user(x) and x.op == "call_method" and x.target == "masked_fill":
+        fill = x.args[2] if len(x.args) > 2 else x.kwargs.get("value")
+        if not (isinstance(fill, float) and math.isinf(fill) and fill < 0):
+            return None
+        drop, x = x.args[1], x.args[0]
+        dead.append(probs.args[0])
+    scale: Any = 1.0
+    if one_user(x) and x.op == "call_function" and x.target in (operator.mul, operator.truediv):
+        a, b = x.args
+        if tensor(a) is not None and tensor(b) is None:
+            if x.target is operator.truediv:
+                if isinstance(b, fx.Node):
+                    return None  # a / s needs a node for 1 / s: not worth it
+                b = 1.0 / b
+            scale, dead = b, [*dead, x]
+            x = a
+        elif x.target is operator.mul and tensor(b) is not None and tensor(a) is None:
+            scale, dead, x = a, [*dead, x], b
+    if not (one_user(x) and _is_matmul(x) and len(x.args) == 2):
+        return None
+    q, kt = x.args
+    if not (isinstance(kt, fx.Node) and kt.op == "call_method" and kt.target == "transpose"):
+        return None
+    if sorted(kt.args[1:]) != [-2, -1]:
+        return None
+    k = kt.args[0]
+    shapes = [tensor(t) for t in (q, k, v)]
+    if any(s is None for s in shapes) or (drop is not None and tensor(drop) is None):
+        return None
+    qs, ks, vs = (s.shape for s in shapes)  # type: ignore[union-attr]
+    if len(qs) not in (3, 4) or not len(qs) == len(ks) == len(vs):
+        return None
+    if qs[:-2] != ks[:-2] or ks[:-2] != vs[:-2] or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
+        return None
+    if max(qs[-1], vs[-1]) > MAX_HEAD:
+        return None
+    dead += [x] + ([kt] if len(kt.users) == 1 else [])
+    return q, k, v, drop, scale, dead
+
+
+def _is_matmul(n: Any) -> bool:
+    if not isinstance(n, fx.Node):
+        return False
+    if n.op == "call_function":
+        return n.target in (operator.matmul, torch.matmul)
+    return n.op == "call_method" and n.target == "matmul"
+
+
+def _is_softmax(n: fx.Node) -> bool:
+    if n.op == "call_function" and n.target in (F.softmax, torch.softmax):
+        dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+        return dim == -1 and n.kwargs.get("dtype") is None
+    if n.op == "call_method" and n.target == "softmax":
+        dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim")
+        return dim == -1
+    return False
+
+
 def mark(graph: Graph) -> list[Node]:
     """The attention calls of `graph` the kernel takes (attrs["attention"] set on each)."""
     found = []
     for n in graph.nodes:
-        if n.kind == TORCH and n.target is F.scaled_dot_product_attention:
+        if n.kind == TORCH and n.target in (F.scaled_dot_product_attention, attention_pattern):
             bound = _supported(n)
             if bound is not None:
                 n.attrs["attention"] = bound
@@ -175,7 +295,8 @@ def mark(graph: Graph) -> list[Node]:
 def call_args(n: Node) -> tuple[list[Any], dict[str, Any]]:
     """(positional, keyword) arguments of the launcher call replacing `n`."""
     b = n.attrs["attention"]
-    kwargs = {k: b[k] for k in ("attn_mask", "is_causal", "scale") if b.get(k) not in (None, False)}
+    names = ("attn_mask", "is_causal", "scale", "drop_mask")
+    kwargs = {k: b[k] for k in names if b.get(k) is not None and b.get(k) is not False}
     return [b["query"], b["key"], b["value"]], kwargs
 
 
@@ -196,6 +317,8 @@ def source() -> list[str]:
 
 
 def _supported(n: Node) -> dict[str, Any] | None:
+    if n.target is attention_pattern:  # rewrite() checked the shapes
+        return dict(ops.bind("attention_pattern", n.args, n.kwargs))
     try:
         b = ops.bind(SIGNATURE, n.args, n.kwargs)
     except TypeError:

@@ -28,6 +28,7 @@ SIGNATURES: dict[str, str] = {
     "clamp_max": "input, max",
     "where": "condition, input, other",
     "masked_fill": "input, mask, value",
+    "attention_pattern": "query, key, value, drop_mask=None, scale=1.0",
     "attention": (
         "query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, "
         "enable_gqa=False"

@@ -1,6 +1,6 @@
 """Attention: scaled_dot_product_attention becomes one flash-attention kernel (causal, masked),
-and attention written out by hand (KernelBench level 3's form) traces, its scale, causal mask
-and softmax fused into one row kernel; each candidate right at two shapes."""
+and so does attention written out by hand (KernelBench level 3's form: q @ k^T, a scale, a
+causal mask sliced from a buffer, softmax, @ v); each candidate right at two shapes."""
 
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ def candidate():
     return result
 
 
-def test_the_mask_scale_and_softmax_are_one_row_kernel(candidate):
-    assert "row (reduce dim(s) 3 of a rank-4 tensor): mul -> eq -> masked_fill -> softmax" in (
-        candidate.reason
-    )
+def test_attention_written_out_by_hand_becomes_the_flash_kernel(candidate):
+    assert "attention: flash (full)" in candidate.reason
     src = candidate.source
+    call = "_attention(\n            transpose_1, transpose, transpose_2, scale=truediv, drop_mask="
+    assert call in src
     assert "self.bias[:, :, :getitem_1, :getitem_1]" in src  # T read at run time
     assert "split(attr_n_embd" in src and "// attr_n_head" in src  # attributes, not literals
 
