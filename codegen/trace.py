@@ -16,6 +16,8 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ..sandbox.metashapes import rnn_outputs
+
 
 class Unsupported(Exception):
     """The model has no offline candidate; the message says why, in one line."""
@@ -81,6 +83,14 @@ class _Recorder(fx.Interpreter):
         result = super().run_node(n)
         self.infos[n.name] = summarise(result)
         return result
+
+    def call_module(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        module = self.fetch_attr(target)
+        if isinstance(module, nn.RNNBase) and not kwargs:
+            shaped = rnn_outputs(module, *args)
+            if shaped is not None:
+                return shaped
+        return super().call_module(target, args, kwargs)
 
 
 def summarise(value: Any) -> Any:

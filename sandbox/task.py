@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from .contract import torch_dtypes
+from .metashapes import quick_rnns
 from .pyparse import compile_tree, parse, serialised
 
 DTYPES: dict[str, torch.dtype] = torch_dtypes()
@@ -369,7 +370,7 @@ def _probe_unlocked(task: Task, sizes: Mapping[str, Size]) -> _Probe | None:
         return _Probe(total, built=False, ran=False)
     total += _tensor_bytes([*model.parameters(), *model.buffers()])
     try:
-        with torch.no_grad():
+        with torch.no_grad(), quick_rnns(model):
             model(*inputs)
     except Exception:
         return _Probe(total, built=True, ran=False)
