@@ -9,7 +9,7 @@
 # Then the device call carries [".whl", ".deb", "shared"] (shared/kernelbench copied into the
 # checkout's ignored shared/ for the suite step) and runs:
 #   bash benchmarks/device_run.sh [STEP ...]
-# with STEP among: gpu (pytest -m gpu), zoo, harness, memory, suite1/suite2/suite3 (KernelBench
+# with STEP among: gpu (pytest -m gpu; gpu-a and gpu-b are its two halves), zoo, harness, memory, suite1/suite2/suite3 (KernelBench
 # level 1/2/3, full size). Everything it prints also lands in $OUT/device_run.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +31,13 @@ steps=("$@")
         echo "== $step $(date -u +%H:%M:%S)"
         case $step in
             gpu) python3 -m pytest -q -p no:cacheprovider -m gpu ;;
+            # The same in two halves, each within one 600 s device call now that kernels run
+            # (the whole took ~600 s on the H200 on 2026-12-02).
+            gpu-a) python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_codegen_gpu.py \
+                tests/test_compare.py tests/test_examples.py tests/test_roofline.py \
+                tests/test_timing.py tests/test_runtime_candidates.py tests/test_codegen_attention.py ;;
+            gpu-b) python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_nightly.py \
+                tests/test_optimize_gpu.py tests/test_suite.py tests/test_zoo.py ;;
             zoo) python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py tests/test_remote.py ;;
             harness) python3 benchmarks/harness_bench.py --results "${OUT:-/tmp}/RESULTS-harness.md" ;;
             memory)

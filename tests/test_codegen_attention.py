@@ -87,3 +87,23 @@ def test_sdpa_with_dropout_stays_torch():
     assert _supported(n) is None
     n.kwargs = {"is_causal": True}
     assert _supported(n) is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_the_flash_kernel_compiles_and_matches_sdpa_on_the_gpu(tmp_path, dtype):
+    path, _ = SDPA["causal"]
+    result = generate(str(path), dtype={torch.float32: "fp32", torch.bfloat16: "bf16"}[dtype])
+    assert result.ok, result.reason
+    module = candidate_module(result.source, tmp_path)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 300, 128, device="cuda", dtype=dtype) for _ in range(3))
+    mask = torch.rand(300, 300, device="cuda") > 0.2
+    atol = 1e-4 if dtype == torch.float32 else 2e-2
+    with torch.no_grad():
+        for kw in ({"is_causal": True}, {"attn_mask": mask}, {}):
+            out = module._attention(q, k, v, **kw)
+            ref = torch.nn.functional.scaled_dot_product_attention(
+                q.double(), k.double(), v.double(), **kw
+            ).to(dtype)
+            torch.testing.assert_close(out, ref, atol=atol, rtol=atol)

@@ -11,6 +11,9 @@ from torch import nn
 
 from kernelwright.sandbox.metashapes import quick_rnns, rnn_outputs
 
+# torch's own note that oneDNN has no LSTM with projections (the CPU falls back, correctly).
+pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections:UserWarning")
+
 
 def _shapes(value):
     if isinstance(value, torch.Tensor):
