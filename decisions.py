@@ -51,14 +51,6 @@ def speedup_of(row: Mapping[str, Any], baseline: str = "fastest") -> float | Non
     return baseline_speedup(row.get("speedup_eager"), row.get("speedup_compiled"), baseline)
 
 
-def baseline_name(baseline: str) -> str:
-    return {
-        "fastest": "the faster of PyTorch eager and torch.compile",
-        "eager": "PyTorch eager",
-        "compile": "torch.compile",
-    }[baseline]
-
-
 def finite(value: Any) -> float | None:
     """`value` as a float when it is a finite number (not a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
