@@ -169,15 +169,7 @@ def fit(line: str) -> list[str]:
     prefix = f"{head} = " if eq else ""
     # A single call `f(...)` (optionally followed by .method(...)): split its arguments.
     opened = expr.find("(")
-    if (
-        opened > 0
-        and expr[:opened]
-        .replace("_", "")
-        .replace(".", "")
-        .replace("[", "")
-        .replace("]", "")
-        .isalnum()
-    ):
+    if opened > 0 and _is_name(expr[:opened]):
         close = _matching(expr, opened)
         tail = expr[close + 1 :]
         if close > 0 and (tail == "" or (tail.startswith(".") and _is_call_chain(tail))):
