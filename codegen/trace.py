@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..sandbox.metashapes import rnn_outputs
+from ..sandbox.metashapes import quick_rnns
 
 
 class Unsupported(Exception):
@@ -68,7 +68,8 @@ def propagate(gm: fx.GraphModule, inputs: list[Any], path: str) -> dict[str, Any
     """Each node's value summarised: TensorInfo, a Python scalar, or a tuple of those."""
     recorder = _Recorder(gm)
     try:
-        recorder.run(*inputs)
+        with quick_rnns(gm):  # recurrent modules' shapes from their sizes (torch steps them)
+            recorder.run(*inputs)
     except Exception as e:
         raise Unsupported(f"running Model.forward on meta tensors failed ({_why(e, path)})") from e
     return recorder.infos
@@ -83,14 +84,6 @@ class _Recorder(fx.Interpreter):
         result = super().run_node(n)
         self.infos[n.name] = summarise(result)
         return result
-
-    def call_module(self, target: Any, args: tuple, kwargs: dict) -> Any:
-        module = self.fetch_attr(target)
-        if isinstance(module, nn.RNNBase) and not kwargs:
-            shaped = rnn_outputs(module, *args)
-            if shaped is not None:
-                return shaped
-        return super().call_module(target, args, kwargs)
 
 
 def summarise(value: Any) -> Any:
