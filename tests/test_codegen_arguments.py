@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_codegen_harness import DEVICE, TASKS, candidate_module, check_ruff
+from test_codegen_harness import DEVICE, TASKS, candidate_module, check_equal, check_ruff
 
 from kernelwright.codegen import generate
 from kernelwright.codegen.arguments import fixed_arguments
@@ -78,19 +78,6 @@ def test_arguments_that_follow_a_size_constant_are_left_to_the_variants():
 def test_an_init_with_lines_too_long_is_copied_wrapped_as_ruff_wraps_it(tmp_path):
     # Level 3 writes nested constructors on one line; six of its first 25 tasks got no
     # candidate for "a line too long to copy formatted".
-    path = TASKS / "fusion_long_init.py"
-    result = generate(str(path))
-    assert result.ok, result.reason
-    src = result.source
+    src = check_equal("long_init", tmp_path, [{}, {"batch_size": 3, "in_features": 20}])
     assert "    def __init__(\n        self, in_features, hidden_features, out_features, neg" in src
     assert "        self.body = nn.Sequential(\n            nn.Linear(in_features, hidden_" in src
-    module = _module(src, tmp_path)  # ruff check and ruff format --check pass
-    for sizes in [{}, {"batch_size": 3, "in_features": 20}]:
-        ns = task_namespace(load_task(path), sizes)
-        torch.manual_seed(0)
-        ref = ns["Model"](*ns["get_init_inputs"]()).to(DEVICE)
-        new = module.ModelNew(*ns["get_init_inputs"]()).to(DEVICE)
-        new.load_state_dict(ref.state_dict())
-        x = ns["get_inputs"]()[0].to(DEVICE)
-        with torch.no_grad():
-            torch.testing.assert_close(new(x), ref(x), atol=1e-4, rtol=1e-4)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_codegen_harness import DEVICE, ROOT, TASKS, candidate_module, check_ruff
+from test_codegen_harness import DEVICE, ROOT, TASKS, candidate_module, check_equal, check_ruff
 
 from kernelwright.codegen import generate
 from kernelwright.sandbox.task import load_task, task_namespace
@@ -30,22 +30,9 @@ def test_attention_written_out_by_hand_becomes_the_flash_kernel(candidate):
     assert "split(attr_n_embd" in src and "// attr_n_head" in src  # attributes, not literals
 
 
-@pytest.mark.parametrize(
-    "sizes",
-    [{}, {"batch_size": 3, "seq_len": 13, "n_embd": 30, "n_head": 5, "max_seqlen": 20}],
-    ids=["task", "other"],
-)
-def test_causal_attention_is_right_at_two_shapes(tmp_path, candidate, sizes):
-    check_ruff(candidate.source, tmp_path)
-    module = candidate_module(candidate.source, tmp_path)
-    ns = task_namespace(load_task(TASK), sizes)
-    torch.manual_seed(0)
-    ref = ns["Model"](*ns["get_init_inputs"]()).to(DEVICE)
-    new = module.ModelNew(*ns["get_init_inputs"]()).to(DEVICE)
-    new.load_state_dict(ref.state_dict())
-    x = ns["get_inputs"]()[0].to(DEVICE)
-    with torch.no_grad():
-        torch.testing.assert_close(new(x), ref(x), atol=1e-4, rtol=1e-4)
+def test_causal_attention_is_right_at_two_shapes(tmp_path):
+    other = {"batch_size": 3, "seq_len": 13, "n_embd": 30, "n_head": 5, "max_seqlen": 20}
+    check_equal("causal_attention", tmp_path, [{}, other])
 
 
 SDPA = {
