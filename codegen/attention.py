@@ -251,12 +251,7 @@ def _pattern(out: fx.Node, infos: dict[str, Any]) -> tuple | None:
     shapes = [tensor(t) for t in (q, k, v)]
     if any(s is None for s in shapes) or (drop is not None and tensor(drop) is None):
         return None
-    qs, ks, vs = (s.shape for s in shapes)  # type: ignore[union-attr]
-    if len(qs) not in (3, 4) or not len(qs) == len(ks) == len(vs):
-        return None
-    if qs[:-2] != ks[:-2] or ks[:-2] != vs[:-2] or qs[-1] != ks[-1] or ks[-2] != vs[-2]:
-        return None
-    if max(qs[-1], vs[-1]) > MAX_HEAD:
+    if not _kernel_shapes(*(s.shape for s in shapes)):  # type: ignore[union-attr]
         return None
     dead += [x] + ([kt] if len(kt.users) == 1 else [])
     return q, k, v, drop, scale, dead
@@ -330,16 +325,19 @@ def _supported(n: Node) -> dict[str, Any] | None:
         return None
     if not isinstance(b.get("is_causal"), bool) or isinstance(b.get("scale"), Node):
         return None
-    rank = len(q.shape)
-    if rank not in (3, 4) or len(k.shape) != rank or len(v.shape) != rank:
-        return None
-    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
-        return None  # grouped or broadcast heads
-    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        return None
-    if max(q.shape[-1], v.shape[-1]) > MAX_HEAD:
+    if not _kernel_shapes(q.shape, k.shape, v.shape):
         return None
     mask = b.get("attn_mask")
     if mask is not None and (not isinstance(mask, Node) or mask.shape is None):
         return None
     return b
+
+
+def _kernel_shapes(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> bool:
+    """Whether the kernel takes queries, keys and values of these shapes: 3- or 4-D, the same
+    leading dims (no grouped or broadcast heads), matching head and key sizes, heads <= 256."""
+    if len(q) not in (3, 4) or not len(q) == len(k) == len(v):
+        return False
+    if q[:-2] != k[:-2] or k[:-2] != v[:-2] or q[-1] != k[-1] or k[-2] != v[-2]:
+        return False
+    return max(q[-1], v[-1]) <= MAX_HEAD
