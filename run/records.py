@@ -101,6 +101,9 @@ def sync_record(store: Store, record: RunRecord) -> None:
             variant=variant_of(record.run_config),
             task_name=record.task_name,
             run_id=record.run_id,
+            # When the run verified it, not when it was synced: a run synced again (or from its
+            # files later) leaves the same row, and "most recently verified" stays true.
+            verified=record.finished,
         )
 
 

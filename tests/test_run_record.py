@@ -150,3 +150,4 @@ def test_report_and_store_are_the_same_from_either_record(finalized, tmp_path):
     (run,), (kernel,) = from_memory
     assert run.status == "done" and run.best_speedup_eager == pytest.approx(2.0 / 0.45)
     assert kernel.run_id == ctx.rundir.run_id
+    assert kernel.verified == in_memory.finished  # the run's time, whenever it was synced
