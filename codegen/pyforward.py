@@ -8,6 +8,8 @@ import builtins
 import io
 import math
 import operator
+import re
+import textwrap
 import tokenize
 from typing import Any
 
@@ -60,7 +62,7 @@ def init_source(source: str) -> tuple[list[str], list[list[str]]]:
     )
     if init is None:
         raise Unsupported("Model has no __init__ to copy")
-    init = _fix_super(init)
+    init_node, init = init, _fix_super(init)
     defs = {
         s.name: s
         for s in tree.body
@@ -72,10 +74,19 @@ def init_source(source: str) -> tuple[list[str], list[list[str]]]:
     blocks = [_unparse(_fix_super(defs[name])).splitlines() for name in needed]
     lines = ["    " + line if line else "" for line in _unparse(init).splitlines()]
     lines = [x for line in lines for x in fit(line)]
-    for line in lines:
-        if len(line) > LINE:
-            raise Unsupported("Model.__init__ has a line too long to copy formatted")
+    if any(len(line) > LINE for line in lines):
+        # A statement the wrapping does not know: the author's own lines, as written, rather
+        # than no candidate (the file is then not what ruff format would write).
+        lines = _as_written(source, init_node)
     return lines, blocks
+
+
+def _as_written(source: str, init: ast.FunctionDef) -> list[str]:
+    """Model.__init__ as its source writes it (comments too), indented for ModelNew, with
+    `super(Model, self)` as `super()`."""
+    text = textwrap.dedent(ast.get_source_segment(source, init, padded=True) or "")
+    text = re.sub(r"\bsuper\(\s*Model\s*,\s*self\s*\)", "super()", text)
+    return ["    " + line if line.strip() else "" for line in text.splitlines()]
 
 
 def _collect_helpers(node: ast.AST, defs: dict[str, ast.AST], needed: list[str]) -> None:
@@ -141,6 +152,33 @@ def _unparse(node: ast.AST) -> str:
             if row == row2:  # same length: positions of later tokens do not move
                 line = lines[row - 1]
                 lines[row - 1] = line[:col] + '"' + s[1:-1] + '"' + line[col2:]
+    return _spaced_annotated_defaults("".join(lines))
+
+
+def _spaced_annotated_defaults(text: str) -> str:
+    """`def f(self, a: int = 1)` where ast.unparse writes `a: int=1` (ruff format spaces the
+    `=` of a parameter that has an annotation, PEP 8's rule)."""
+    lines = text.splitlines(keepends=True)
+    at: list[tuple[int, int]] = []
+    depth, in_def, annotated = 0, False, False
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.NAME and tok.string == "def" and depth == 0:
+            in_def, annotated = True, False
+        elif in_def and tok.type == tokenize.OP:
+            if tok.string in "([{":
+                depth += 1
+            elif tok.string in ")]}":
+                depth -= 1
+                in_def = depth > 0
+            elif depth == 1 and tok.string == ",":
+                annotated = False
+            elif depth == 1 and tok.string == ":":
+                annotated = True
+            elif depth == 1 and tok.string == "=" and annotated:
+                at.append(tok.start)
+    for row, col in reversed(at):  # right to left: earlier columns stay where they are
+        line = lines[row - 1]
+        lines[row - 1] = line[:col].rstrip() + " = " + line[col + 1 :].lstrip()
     return "".join(lines)
 
 

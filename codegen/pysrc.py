@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -52,34 +53,99 @@ def literal(value: Any) -> str:
     raise TypeError(f"no literal for {type(value).__name__}")
 
 
-def call(head: str, items: list[str], indent: str, tail: str = "") -> list[str]:
-    """`head(item, ...)tail` wrapped the way ruff format wraps it, as lines with `indent`."""
-    one = f"{indent}{head}({', '.join(items)}){tail}"
+def call(
+    head: str, items: list[str], indent: str, tail: str = "", brackets: str = "()"
+) -> list[str]:
+    """`head(item, ...)tail` wrapped the way ruff format wraps it, as lines with `indent`
+    (`brackets` "[]" or "{}" for a display: `head` is then what comes before it)."""
+    opening, closing = brackets
+    one = f"{indent}{head}{opening}{', '.join(items)}{closing}{tail}"
     if len(one) <= LINE:
         return [one]
     inner = indent + "    "
     hug = f"{inner}{', '.join(items)}"
     if len(hug) <= LINE and not any("," in i and "(" not in i for i in items):
-        return [f"{indent}{head}(", hug, f"{indent}){tail}"]
-    lines = [f"{indent}{head}("]
+        return [f"{indent}{head}{opening}", hug, f"{indent}{closing}{tail}"]
+    lines = [f"{indent}{head}{opening}"]
     for item in items:
         lines += _item_lines(item, inner)
-    return [*lines, f"{indent}){tail}"]
+    return [*lines, f"{indent}{closing}{tail}"]
 
 
 def _item_lines(item: str, indent: str) -> list[str]:
-    """One argument of a split call, itself split where it is a call still too long (ruff
-    format splits nested calls the same way: `nn.Sequential(nn.Linear(...), ...)`)."""
+    """One argument of a split call, itself split where it is a call or display still too
+    long (ruff format splits nested brackets the same way: `nn.Sequential(nn.Linear(...), ...)`)."""
     if len(indent) + len(item) + 1 <= LINE:
         return [f"{indent}{item},"]
     name, eq, value = item.partition("=")
     keyword = f"{name}=" if eq and name.isidentifier() else ""
     expr = value if keyword else item
-    opened = expr.find("(")
-    if opened > 0 and _is_name(expr[:opened]) and _matching(expr, opened) == len(expr) - 1:
-        inner = [a.strip() for a in split_top(expr[opened + 1 : -1], ",") if a.strip()]
-        return call(f"{keyword}{expr[:opened]}", inner, indent, ",")
-    return [f"{indent}{item},"]
+    return _bracket_lines(expr, indent, keyword, ",") or [f"{indent}{item},"]
+
+
+def _bracket_lines(expr: str, indent: str, prefix: str, suffix: str) -> list[str] | None:
+    """`prefix expr suffix` split at the brackets of `expr` where it is one call (`f(...)`,
+    optionally followed by a short call chain or subscript), one display (`[...]`, `(...)`,
+    `{...}`) or one comprehension, as ruff format splits them; None for any other shape."""
+    opened = next((i for i, ch in enumerate(expr) if ch in "([{"), -1)
+    if opened < 0 or (opened > 0 and not _is_name(expr[:opened])):
+        return None
+    if opened == 0 and expr[0] == "(" and not _top_level(expr[1:-1], ","):
+        return None  # a parenthesised expression, not a tuple: other rules split it
+    close = _matching(expr, opened)
+    tail = expr[close + 1 :]
+    if close < 0 or not (tail == "" or (tail[0] in ".[" and _is_call_chain(tail))):
+        return None
+    head = f"{prefix}{expr[:opened]}"
+    brackets = expr[opened] + expr[close]
+    content = expr[opened + 1 : close]
+    clauses = _comprehension(content)
+    if clauses is not None:
+        one = f"{indent}{head}{expr[opened:]}{suffix}"
+        if len(one) <= LINE:
+            return [one]
+        inner = indent + "    "
+        elt, *rest = clauses
+        body = _bracket_lines(elt, inner, "", "") if len(inner) + len(elt) > LINE else None
+        lines = [f"{indent}{head}{brackets[0]}", *(body or [f"{inner}{elt}"])]
+        lines += [f"{inner}{clause}" for clause in rest]
+        return [*lines, f"{indent}{brackets[1]}{tail}{suffix}"]
+    items = [a.strip() for a in split_top(content, ",") if a.strip()]
+    return call(head, items, indent, tail + suffix, brackets)
+
+
+def _comprehension(content: str) -> list[str] | None:
+    """The element and the `for`/`if` clauses of a comprehension's content, or None."""
+    words = (" for ", " async for ", " if ")
+    marks = sorted(i for word in words for i in _top_level(content, word))
+    if not marks or content[marks[0] :].lstrip().startswith("if "):
+        return None
+    cuts = [0, *marks, len(content)]
+    return [content[a:b].strip() for a, b in itertools.pairwise(cuts)]
+
+
+def _top_level(text: str, word: str) -> list[int]:
+    """Where `word` starts in `text` with no bracket open and outside string literals."""
+    return [i for i, depth in _scan(text) if depth == 0 and text.startswith(word, i)]
+
+
+def _scan(text: str):
+    """(index, bracket depth before it) for each character of `text` outside string literals;
+    the brackets themselves are yielded too (an opening one at the depth outside it)."""
+    depth, quote = 0, ""
+    for i, ch in enumerate(text):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+            continue
+        if ch in "'\"":
+            quote = ch
+            continue
+        if ch in ")]}":
+            depth -= 1
+        yield i, depth
+        if ch in "([{":
+            depth += 1
 
 
 def _is_name(text: str) -> bool:
@@ -132,22 +198,10 @@ def docstring(text: str, indent: str) -> list[str]:
 
 
 def split_top(expr: str, sep: str) -> list[str]:
-    """expr split at `sep` where no bracket is open."""
-    parts, depth, cur, i = [], 0, "", 0
-    while i < len(expr):
-        ch = expr[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if depth == 0 and expr.startswith(sep, i):
-            parts.append(cur)
-            cur, i = "", i + len(sep)
-            continue
-        cur += ch
-        i += 1
-    parts.append(cur)
-    return parts
+    """expr split at `sep` where no bracket is open (and not inside a string literal)."""
+    cuts = _top_level(expr, sep)
+    starts = [0, *(i + len(sep) for i in cuts)]
+    return [expr[a:b] for a, b in zip(starts, [*cuts, len(expr)], strict=True)]
 
 
 def fit(line: str) -> list[str]:
@@ -167,14 +221,13 @@ def fit(line: str) -> list[str]:
     if not eq:
         head, expr = "", stmt
     prefix = f"{head} = " if eq else ""
-    # A single call `f(...)` (optionally followed by .method(...)): split its arguments.
-    opened = expr.find("(")
-    if opened > 0 and _is_name(expr[:opened]):
-        close = _matching(expr, opened)
-        tail = expr[close + 1 :]
-        if close > 0 and (tail == "" or (tail.startswith(".") and _is_call_chain(tail))):
-            items = [a.strip() for a in split_top(expr[opened + 1 : close], ",") if a.strip()]
-            return call(f"{prefix}{expr[:opened]}", items, indent, tail)
+    if not eq and stmt.startswith("return "):
+        prefix, expr = "return ", stmt[len("return ") :]
+    # One call `f(...)` (optionally followed by .method(...)), display or comprehension: split
+    # at its brackets.
+    lines = _bracket_lines(expr, indent, prefix, "")
+    if lines is not None:
+        return lines
     inner = indent + "    "
     if len(inner) + len(expr) <= LINE:
         return [f"{indent}{prefix}(", f"{inner}{expr}", f"{indent})"]
@@ -189,14 +242,10 @@ def fit(line: str) -> list[str]:
 
 
 def _matching(text: str, start: int) -> int:
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] in "([{":
-            depth += 1
-        elif text[i] in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i
+    """The index of the bracket closing the one at `start`, or -1."""
+    for i, depth in _scan(text[start:]):
+        if depth == 0 and i > 0 and text[start + i] in ")]}":
+            return start + i
     return -1
 
 

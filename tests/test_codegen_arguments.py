@@ -81,3 +81,11 @@ def test_an_init_with_lines_too_long_is_copied_wrapped_as_ruff_wraps_it(tmp_path
     src = check_equal("long_init", tmp_path, [{}, {"batch_size": 3, "in_features": 20}])
     assert "    def __init__(\n        self, in_features, hidden_features, out_features, neg" in src
     assert "        self.body = nn.Sequential(\n            nn.Linear(in_features, hidden_" in src
+
+
+def test_an_init_line_no_rule_wraps_is_copied_as_its_author_wrote_it(tmp_path):
+    # A long string cannot be split at brackets: the candidate keeps the author's lines (their
+    # comments too) instead of refusing the task, and still matches Model.
+    src = check_equal("init_as_written", tmp_path, [{}, {"batch_size": 3}], ruff=False)
+    assert "        super().__init__()  # noqa: UP008 (the author writes it so" in src
+    assert '        self.note = "a string literal this long is written as its author' in src

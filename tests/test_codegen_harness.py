@@ -96,13 +96,16 @@ def check_equal(
     inputs_hook=None,
     calls: int = 1,
     configs: tuple[dict[str, int], ...] = ({},),
+    ruff: bool = True,
 ) -> str:
-    """Generate a candidate for task `name`, check ruff, and compare with Model at each shape
-    (and train/eval mode), buffers included; returns the source."""
+    """Generate a candidate for task `name`, check ruff (unless `ruff` is False: a task whose
+    own lines are copied as written), and compare with Model at each shape (and train/eval
+    mode), buffers included; returns the source."""
     path = task_path(name)
     result = generate(path, dtype=DTYPE_NAMES[dtype])
     assert result.source is not None, result.reason
-    check_ruff(result.source, tmp_path)
+    if ruff:
+        check_ruff(result.source, tmp_path)
     module = candidate_module(result.source, tmp_path)
     task = load_task(path)
     defaults = {k: getattr(module, k) for config in configs for k in config}
