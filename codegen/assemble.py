@@ -3,6 +3,7 @@ the task's helper classes, then ModelNew."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 from . import ops
@@ -24,6 +25,9 @@ def assemble(
     model_new: list[str],
     dtype: str,
 ) -> str:
+    emitted, renames = _shared(emitted)
+    for old, new in renames.items():
+        model_new = [re.sub(rf"\b{re.escape(old)}\(", f"{new}(", line) for line in model_new]
     helpers: list[str] = []
     for e in emitted:
         for h in ops.helpers_for(set()) + sorted(e.helpers):
@@ -60,3 +64,58 @@ def assemble(
     source = "\n".join(blocks[0]) + "\n\n" + "\n".join(blocks[1]) + "\n\n"
     source += join_lines(blocks[2:] + code_blocks)
     return ruff_formatted(source)
+
+
+def _shared(emitted: list[Emitted]) -> tuple[list[Emitted], dict[str, str]]:
+    """The groups whose code is another group's up to the names it defines (the 80 batch norms
+    of a ResNet, over other channel counts: sizes are launch arguments) written once: the kept
+    groups, and the launcher each dropped one's calls go to instead. Launchers are called with
+    positional arguments, so a renamed parameter changes nothing."""
+    kept: list[Emitted] = []
+    first: dict[str, str] = {}
+    renames: dict[str, str] = {}
+    for e in emitted:
+        key = _shape_of(e.blocks)
+        if key is None or key not in first:
+            if key is not None:
+                first[key] = e.launcher
+            kept.append(e)
+        else:
+            renames[e.launcher] = first[key]
+    return kept, renames
+
+
+def _shape_of(blocks: list[list[str]]) -> str | None:
+    """The blocks' code with every name they define (functions, parameters, locals) replaced by
+    its order of first use, docstrings and comments dropped: equal for two groups exactly when
+    one is the other renamed. None when the code does not parse on its own."""
+    try:
+        tree = ast.parse("\n".join(line for b in blocks for line in b))
+    except SyntaxError:
+        return None
+    defined: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(n.name)
+        elif isinstance(n, ast.arg):
+            defined.add(n.arg)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            defined.add(n.id)
+    order: dict[str, str] = {}
+
+    def canonical(name: str) -> str:
+        return order.setdefault(name, f"v{len(order)}") if name in defined else name
+
+    for n in ast.walk(tree):
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            n.name = canonical(n.name)
+            body = n.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                n.body = body[1:] or [ast.Pass()]
+        elif isinstance(n, ast.arg):
+            n.arg = canonical(n.arg)
+        elif isinstance(n, ast.Name):
+            n.id = canonical(n.id)
+        elif isinstance(n, ast.keyword) and n.arg is not None:
+            n.arg = canonical(n.arg)
+    return ast.dump(tree)

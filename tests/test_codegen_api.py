@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_codegen_harness import TASKS, task_path
+from test_codegen_harness import TASKS, check_equal, task_path
 
 from kernelwright.codegen import FusionResult, generate
 from kernelwright.sandbox.rules import format_violations
@@ -71,3 +71,12 @@ def test_a_size_baked_into_forward_is_refused(tmp_path: Path):
     result = generate(str(path))
     assert result.source is None
     assert "depends on the task's constants" in result.reason
+
+
+def test_a_block_repeated_at_other_widths_is_written_once(tmp_path: Path):
+    # The 80 batch norms of a ResNet made files over the evaluator's source limit: a group
+    # whose code is another's up to its names calls the first one's launcher.
+    src = check_equal("repeated_blocks", tmp_path, [{}, {"batch_size": 3, "hidden": 24}])
+    assert src.count("@triton.jit") == 3  # linear+relu once, linear+sigmoid, the norms
+    assert src.count("= _linear_relu(") == 2 and "_linear_relu_2" not in src
+    assert "= _linear_sigmoid(" in src
