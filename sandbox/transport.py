@@ -240,6 +240,37 @@ def export(t: torch.Tensor, *, keep_layout: bool) -> tuple[SharedBuffer, torch.T
     return buffer, host.view(tuple(t.shape)) if t.numel() else host.reshape(tuple(t.shape))
 
 
+# Where pack() starts each tensor: a multiple of every element size (complex128's 16 too).
+_PACK_ALIGN = 64
+
+
+def pack(
+    tensors: Sequence[torch.Tensor], fd_index: int
+) -> tuple[SharedBuffer, list[dict[str, Any]]]:
+    """The values of many tensors in one memfd, each contiguous at an aligned offset, and their
+    descriptions (all naming the memfd at `fd_index`).
+
+    A model's parameters and buffers travel so: a ResNet-101 has over 500, more than one
+    message carries descriptors for (MAX_FDS, and the kernel's own limit of 253).
+    """
+    starts, nbytes = [], 0
+    for t in tensors:
+        nbytes = -(-nbytes // _PACK_ALIGN) * _PACK_ALIGN
+        starts.append(nbytes)
+        nbytes += t.numel() * t.element_size()
+    buffer = SharedBuffer(nbytes, name="kw-tensors")
+    descs = []
+    for t, start in zip(tensors, starts, strict=True):
+        size = t.element_size()
+        desc = describe(t, fd_index, contiguous=True)
+        desc["offset"] = start // size
+        descs.append(desc)
+        if t.numel():
+            flat = torch.frombuffer(buffer.map, dtype=t.dtype, count=t.numel(), offset=start)
+            flat.view(tuple(t.shape)).copy_(t)
+    return buffer, descs
+
+
 def rebuild(desc: Any, fds: list[int], *, max_bytes: int) -> tuple[SharedBuffer, torch.Tensor]:
     """A plain host tensor over the memfd a description names, after checking that it fits.
 

@@ -34,6 +34,26 @@ def test_tensors_come_back_bit_for_bit_with_their_layout(keep_layout):
             assert stride == t.stride()  # a transposed or expanded input stays so
 
 
+def test_many_tensors_of_mixed_dtypes_travel_packed_in_one_memfd():
+    tensors = [
+        torch.randn(3, 5),
+        torch.tensor([True, False, True]),  # 3 bytes: the next one starts aligned anyway
+        torch.randn(7).to(torch.float16),
+        torch.empty(0, 4),
+        torch.randn(2, 2, dtype=torch.complex128),
+        torch.arange(9, dtype=torch.int64).view(3, 3).t(),  # values travel, contiguous
+        *[torch.full((2,), float(i)) for i in range(300)],  # more than one message's fds
+    ]
+    buffer, descs = transport.pack(tensors, 0)
+    assert {d["fd"] for d in descs} == {0}
+    for t, desc in zip(tensors, descs, strict=True):
+        other, view = transport.rebuild(desc, [buffer.fd], max_bytes=1 << 30)
+        assert view.dtype == t.dtype and view.shape == t.shape and torch.equal(view, t)
+        del view
+        other.close()
+    buffer.close()
+
+
 def test_a_description_reaching_past_its_buffer_is_refused():
     t = torch.arange(16, dtype=torch.float32)
     buffer, _ = transport.export(t, keep_layout=False)
