@@ -183,7 +183,7 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
         if mode == "eval":
             m32.eval()
             m16.eval()
-        gm32, gm16 = trace(m32, str(task.path)), trace(m16, str(task.path))
+        gm32, gm16 = trace(m32, str(task.path), in32), trace(m16, str(task.path), in16)
         info32 = propagate(gm32, in32, str(task.path))
         info16 = propagate(gm16, in16, str(task.path))
         # Attention written out by hand becomes one call (codegen/attention.py's kernel).
@@ -274,7 +274,7 @@ def _model_new(init: list[str], args: list[str], bodies: dict[str, list[str]]) -
     if bodies["train"] == bodies["eval"]:
         lines += ["", f"    def forward({sig}):"] + bodies["train"]
         return lines
-    call_args = ", ".join(args[1:])
+    call_args = ", ".join(a.partition("=")[0] for a in args[1:])
     lines += [
         "",
         f"    def forward({sig}):",

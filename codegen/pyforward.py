@@ -62,7 +62,8 @@ def init_source(source: str) -> tuple[list[str], list[list[str]]]:
     )
     if init is None:
         raise Unsupported("Model has no __init__ to copy")
-    init_node, init = init, _fix_super(init)
+    aliases = _module_aliases(tree)
+    init_node, init = init, _fix_super(init, aliases)
     defs = {
         s.name: s
         for s in tree.body
@@ -71,21 +72,41 @@ def init_source(source: str) -> tuple[list[str], list[list[str]]]:
     }
     needed: list[str] = []
     _collect_helpers(init, defs, needed)
-    blocks = [_unparse(_fix_super(defs[name])).splitlines() for name in needed]
+    blocks = [_unparse(_fix_super(defs[name], aliases)).splitlines() for name in needed]
     lines = ["    " + line if line else "" for line in _unparse(init).splitlines()]
     lines = [x for line in lines for x in fit(line)]
     if any(len(line) > LINE for line in lines):
         # A statement the wrapping does not know: the author's own lines, as written, rather
         # than no candidate (the file is then not what ruff format would write).
-        lines = _as_written(source, init_node)
+        lines = _as_written(source, init_node, aliases)
     return lines, blocks
 
 
-def _as_written(source: str, init: ast.FunctionDef) -> list[str]:
+def _module_aliases(tree: ast.Module) -> dict[str, str]:
+    """The task's own names for the modules a candidate imports by their usual names
+    (`import torch as th` gives {"th": "torch"}): copied code is written with the usual ones."""
+    usual = {"torch": "torch", "torch.nn": "nn", "torch.nn.functional": "F", "math": "math"}
+    aliases = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Import):
+            named = [(a.name, a.asname or a.name) for a in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and stmt.module:
+            named = [(f"{stmt.module}.{a.name}", a.asname or a.name) for a in stmt.names]
+        else:
+            continue
+        for module, name in named:
+            if module in usual and name != usual[module]:
+                aliases[name] = usual[module]
+    return aliases
+
+
+def _as_written(source: str, init: ast.FunctionDef, aliases: dict[str, str]) -> list[str]:
     """Model.__init__ as its source writes it (comments too), indented for ModelNew, with
-    `super(Model, self)` as `super()`."""
+    `super(Model, self)` as `super()` and the modules by their usual names."""
     text = textwrap.dedent(ast.get_source_segment(source, init, padded=True) or "")
     text = re.sub(r"\bsuper\(\s*Model\s*,\s*self\s*\)", "super()", text)
+    for alias, usual in aliases.items():
+        text = re.sub(rf"(?<![\w.]){re.escape(alias)}\.", f"{usual}.", text)
     return ["    " + line if line.strip() else "" for line in text.splitlines()]
 
 
@@ -120,6 +141,16 @@ def _assigned_names(node: ast.AST) -> set[str]:
 
 
 class _SuperFixer(ast.NodeTransformer):
+    """`super(Model, self)` as `super()`, and the task's module aliases by their usual names."""
+
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.aliases and isinstance(node.ctx, ast.Load):
+            return ast.copy_location(ast.Name(self.aliases[node.id], node.ctx), node)
+        return node
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "super" and node.args:
@@ -127,7 +158,7 @@ class _SuperFixer(ast.NodeTransformer):
         return node
 
 
-def _fix_super(node: ast.AST) -> ast.AST:
+def _fix_super(node: ast.AST, aliases: dict[str, str]) -> ast.AST:
     import copy
 
     node = copy.deepcopy(node)
@@ -137,7 +168,8 @@ def _fix_super(node: ast.AST) -> ast.AST:
         docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
         if docstring and isinstance(first.value.value, str) and len(body) > 1:
             node.body = body[1:]
-    return _SuperFixer().visit(node)
+    local = _assigned_names(node)  # a name the code binds itself is not the module
+    return _SuperFixer({k: v for k, v in aliases.items() if k not in local}).visit(node)
 
 
 def _unparse(node: ast.AST) -> str:
@@ -183,11 +215,15 @@ def _spaced_annotated_defaults(text: str) -> str:
 
 
 def forward_args(source: str) -> list[str]:
+    """Model.forward's parameters as its signature writes them, defaults included
+    (`mask=None`: KernelBench calls forward with get_inputs() alone)."""
     cls = model_class(source)
     fwd = next(s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "forward")
-    if fwd.args.vararg or fwd.args.kwarg or fwd.args.kwonlyargs:
+    if fwd.args.vararg or fwd.args.kwarg or fwd.args.kwonlyargs or fwd.args.posonlyargs:
         raise Unsupported("Model.forward takes *args/**kwargs")
-    return [a.arg for a in fwd.args.args]
+    names = [a.arg for a in fwd.args.args]
+    defaults = [None] * (len(names) - len(fwd.args.defaults)) + list(fwd.args.defaults)
+    return [n if d is None else f"{n}={_unparse(d)}" for n, d in zip(names, defaults)]
 
 
 # -- forward ------------------------------------------------------------------------------------

@@ -26,6 +26,13 @@ def bind_constants(a: Graph, b: Graph, model_a: nn.Module, model_b: nn.Module) -
     made: dict[str, tuple[Node, Node]] = {}
 
     def bound(ca: Any, cb: Any) -> tuple[Any, Any]:
+        # Inside an index too: `x[:, : self.cluster_size]` is a tuple holding a slice.
+        if isinstance(ca, (tuple, list)) and type(ca) is type(cb) and len(ca) == len(cb):
+            pairs = [bound(x, y) for x, y in zip(ca, cb)]
+            return type(ca)(p[0] for p in pairs), type(cb)(p[1] for p in pairs)
+        if isinstance(ca, slice) and isinstance(cb, slice):
+            parts = [bound(x, y) for x, y in zip(_parts(ca), _parts(cb))]
+            return slice(*(p[0] for p in parts)), slice(*(p[1] for p in parts))
         if not _number(ca) or not _number(cb) or ca == cb:
             return ca, cb
         path = attrs.get((ca, cb))
@@ -53,6 +60,10 @@ def bind_constants(a: Graph, b: Graph, model_a: nn.Module, model_b: nn.Module) -
             ga.nodes.insert(0, reads[sa])
     a.link_users()
     b.link_users()
+
+
+def _parts(s: slice) -> tuple[Any, Any, Any]:
+    return s.start, s.stop, s.step
 
 
 def _read(path: str, value: Any) -> Node:

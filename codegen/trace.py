@@ -30,6 +30,41 @@ class LeafTracer(fx.Tracer):
 
     proxy_buffer_attributes = True
 
+    def __init__(self, inputs: list[Any] | None = None) -> None:
+        super().__init__()
+        self.inputs = inputs
+
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        """A condition on sizes, dtypes or devices (`assert H == self.img_size[0]`, `if
+        x.device != self.w.device`) decided on the meta inputs, so that forward traces on. A
+        condition on values (a meta tensor has none) still stops the tracer. Deciding a size
+        condition bakes the branch in: the variant at other sizes (api.py) refuses the task if
+        it takes another."""
+        if self.inputs is None:
+            return super().to_bool(obj)
+        try:
+            value = self._value_of(obj.node)
+        except Exception:
+            return super().to_bool(obj)
+        if not isinstance(value, bool):
+            return super().to_bool(obj)
+        return value
+
+    def _value_of(self, target: fx.Node) -> Any:
+        """The node's value with the inputs: the graph so far, run on meta tensors with fx's
+        patches of nn.Module lifted (else running it would trace into this graph)."""
+        from torch.fx._symbolic_trace import _maybe_revert_all_patches
+
+        graph = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}
+        for node in self.graph.nodes:
+            env[node] = graph.node_copy(node, lambda n: env[n])
+            if node is target:
+                break
+        graph.output(env[target])
+        with _maybe_revert_all_patches():
+            return fx.Interpreter(fx.GraphModule(self.root, graph)).run(*(self.inputs or []))
+
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         if isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
             return False
@@ -44,9 +79,22 @@ class TensorInfo:
 
 
 def build_model(ns: dict[str, Any], dtype: torch.dtype) -> tuple[nn.Module, list[Any]]:
-    """Model(*get_init_inputs()) and get_inputs() on the meta device, floats cast to `dtype`."""
+    """Model(*get_init_inputs()) and get_inputs() on the meta device, floats cast to `dtype`.
+
+    A constructor that reads a value back from a small tensor it made (Swin's
+    `[x.item() for x in torch.linspace(0, rate, n)]`) is built again with such tensors made on
+    the CPU, then moved to the meta device.
+    """
+    try:
+        with torch.device("meta"):
+            model = ns["Model"](*ns["get_init_inputs"]())
+    except (RuntimeError, NotImplementedError) as e:
+        if "meta" not in str(e):
+            raise
+        with torch.device("meta"), _SmallFactoriesOnCpu():
+            model = ns["Model"](*ns["get_init_inputs"]())
+        model = model.to("meta")
     with torch.device("meta"):
-        model = ns["Model"](*ns["get_init_inputs"]())
         inputs = list(ns["get_inputs"]())
     model = model.to(dtype)
     inputs = [
@@ -55,10 +103,39 @@ def build_model(ns: dict[str, Any], dtype: torch.dtype) -> tuple[nn.Module, list
     return model, inputs
 
 
-def trace(model: nn.Module, path: str) -> fx.GraphModule:
-    """The fx graph of model.forward, or Unsupported with the line that stopped the tracer."""
+class _SmallFactoriesOnCpu(torch.overrides.TorchFunctionMode):
+    """Tensors made from a few Python numbers (linspace, arange, tensor) on the CPU, where
+    `.item()` has a value to read; every other factory still makes meta tensors."""
+
+    FACTORIES = (torch.linspace, torch.logspace, torch.arange, torch.tensor, torch.as_tensor)
+    MAX_ELEMENTS = 1 << 16
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in self.FACTORIES and kwargs.get("device") is None and self._small(func, args):
+            kwargs["device"] = "cpu"
+        return func(*args, **kwargs)
+
+    def _small(self, func, args) -> bool:
+        """Whether the factory makes at most MAX_ELEMENTS values (judged before it runs)."""
+        numbers = [a for a in args if isinstance(a, (int, float)) and not isinstance(a, bool)]
+        if func in (torch.linspace, torch.logspace):
+            return len(args) >= 3 and isinstance(args[2], int) and args[2] <= self.MAX_ELEMENTS
+        if func is torch.arange:
+            if not numbers or len(numbers) != len(args):
+                return False
+            start, end, step = (0, numbers[0], 1) if len(numbers) == 1 else (*numbers[:2], 1)
+            step = numbers[2] if len(numbers) > 2 else step
+            return step != 0 and abs((end - start) / step) <= self.MAX_ELEMENTS
+        data = args[0] if args else None
+        return not isinstance(data, torch.Tensor) and len(str(data)) <= self.MAX_ELEMENTS
+
+
+def trace(model: nn.Module, path: str, inputs: list[Any] | None = None) -> fx.GraphModule:
+    """The fx graph of model.forward, or Unsupported with the line that stopped the tracer.
+    With the (meta) inputs, conditions on sizes, dtypes and devices are decided on them."""
     try:
-        graph = LeafTracer().trace(model)
+        graph = LeafTracer(inputs).trace(model)
     except Exception as e:  # fx raises many types (TraceError, TypeError, ...): all mean "no"
         raise Unsupported(f"torch.fx cannot trace Model.forward ({_why(e, path)})") from e
     return fx.GraphModule(model, graph)

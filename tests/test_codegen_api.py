@@ -80,3 +80,22 @@ def test_a_block_repeated_at_other_widths_is_written_once(tmp_path: Path):
     assert src.count("@triton.jit") == 3  # linear+relu once, linear+sigmoid, the norms
     assert src.count("= _linear_relu(") == 2 and "_linear_relu_2" not in src
     assert "= _linear_sigmoid(" in src
+
+
+def test_conditions_on_sizes_and_devices_are_decided_while_tracing(tmp_path: Path):
+    # Level 3 writes `assert L == H * W`, `if x.device != self.clusters.device`, `import torch
+    # as th`, `[x.item() for x in torch.linspace(...)]` in __init__ and `forward(self, x,
+    # mask=None)`: each stopped the codegen. Slice bounds read their attribute at run time.
+    src = check_equal("traced_conditions", tmp_path, [{}, {"batch_size": 3, "keep": 9}])
+    assert not re.search(r"\bth\.", src) and "torch.linspace(0, rate, 3)" in src
+    assert "    def forward(self, x, mask=None):" in src
+    assert "[:, :attr_keep]" in src
+
+
+def test_a_condition_on_values_still_stops_the_tracer(tmp_path: Path):
+    source = (TASKS / "fusion_traced_conditions.py").read_text()
+    path = tmp_path / "on_values.py"
+    path.write_text(source.replace("if x.device != self.w.device:", "if x.sum() > 0:"))
+    result = generate(str(path))
+    assert result.source is None
+    assert "cannot be used as inputs to control flow" in result.reason
