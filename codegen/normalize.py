@@ -182,26 +182,26 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps):
         """Left to torch: emitted as the same call (conv, pooling, views, anything unknown)."""
         info = self.info32.get(n.name)
         if isinstance(info, tuple):
-            parts = []
-            for part in info:
-                if not isinstance(part, TensorInfo):
-                    raise Unsupported(f"{n.name} returns a tuple with non-tensor parts")
-                parts.append(part)
             node = self.make(TORCH, "call", n.name, args, None, None, fx_op=n.op)
             node.target, node.kwargs = n.target, kwargs
-            picks = []
-            for i, part in enumerate(parts):
-                pick = self.make(
+
+            def pick(part: Any, path: tuple[int, ...]) -> Any:
+                # One tensor of the tuple, nested ones too (an LSTM's `out, (h, c)`).
+                if isinstance(part, tuple):
+                    return tuple(pick(p, (*path, i)) for i, p in enumerate(part))
+                if not isinstance(part, TensorInfo):
+                    raise Unsupported(f"{n.name} returns a tuple with non-tensor parts")
+                return self.make(
                     TORCH,
                     "getitem",
-                    f"{n.name}_{i}",
-                    (node, i),
+                    "_".join([n.name, *map(str, path)]),
+                    (node, *path),
                     part.shape,
-                    self.dtype_of(n, i),
-                    expr="{0}[{1}]",
+                    self.dtype_of(n, path),
+                    expr="{0}" + "".join(f"[{{{k + 1}}}]" for k in range(len(path))),
                 )
-                picks.append(pick)
-            return tuple(picks)
+
+            return tuple(pick(part, (i,)) for i, part in enumerate(info))
         node = self.make(TORCH, "call", n.name, args, self.shape_of(n), self.dtype_of(n))
         node.target, node.kwargs, node.attrs["fx_op"] = n.target, kwargs, n.op
         return node

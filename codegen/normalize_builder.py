@@ -176,10 +176,11 @@ class GraphBuilder:
             self.params[path] = node
         return self.params[path]
 
-    def dtype_of(self, n: fx.Node, index: int | None = None) -> Any:
+    def dtype_of(self, n: fx.Node, index: int | tuple[int, ...] | None = None) -> Any:
+        """The node's dtype (of the tensor at `index` of a tuple, a path into nested ones)."""
         a, b = self.info32.get(n.name), self.info16.get(n.name)
-        if index is not None:
-            a, b = a[index], b[index]
+        for i in (index,) if isinstance(index, int) else index or ():
+            a, b = a[i], b[i]
         if not isinstance(a, TensorInfo):
             return None
         if a.dtype == b.dtype:

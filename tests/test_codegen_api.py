@@ -99,3 +99,8 @@ def test_a_condition_on_values_still_stops_the_tracer(tmp_path: Path):
     result = generate(str(path))
     assert result.source is None
     assert "cannot be used as inputs to control flow" in result.reason
+
+
+def test_a_nested_tuple_of_a_module_feeds_the_fused_part(tmp_path: Path):
+    src = check_equal("lstm_state", tmp_path, [{}, {"batch_size": 2, "hidden_size": 7}])
+    assert "lstm[1][0]" in src and "lstm[1][1]" in src
