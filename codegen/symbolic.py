@@ -23,6 +23,7 @@ def bind_constants(a: Graph, b: Graph, model_a: nn.Module, model_b: nn.Module) -
     if len(a.nodes) != len(b.nodes):
         return
     attrs = _numeric_attributes(model_a, model_b)
+    attrs = {**_products(attrs), **attrs}  # one attribute first, else a product of two
     made: dict[str, tuple[Node, Node]] = {}
 
     def bound(ca: Any, cb: Any) -> tuple[Any, Any]:
@@ -67,9 +68,27 @@ def _parts(s: slice) -> tuple[Any, Any, Any]:
 
 
 def _read(path: str, value: Any) -> Node:
-    name = "attr_" + path.replace(".", "_")
-    node = Node(name, SCALAR, "python", (), {"expr": "self." + path, "value": value})
+    """A read of `path` (an attribute, or `a * b` of two) in forward."""
+    parts = path.split(" * ")
+    name = "attr_" + "_times_".join(p.replace(".", "_") for p in parts)
+    expr = " * ".join("self." + p for p in parts)
+    node = Node(name, SCALAR, "python", (), {"expr": expr, "value": value})
     return node
+
+
+def _products(attrs: dict[tuple[Any, Any], str]) -> dict[tuple[Any, Any], str]:
+    """(a * b in one model, in the other) -> "a * b", for integer attributes: a size forward
+    computes from two (ViT's `p * p * channels`, where `p = self.patch_size`). Both models'
+    values must agree, which a coincidence at two unrelated sets of sizes hardly does."""
+    ints = sorted(
+        (path, va, vb) for (va, vb), path in attrs.items() if type(va) is int and type(vb) is int
+    )
+    out: dict[tuple[Any, Any], str] = {}
+    for i, (pa, va, vb) in enumerate(ints):
+        for pb, wa, wb in ints[i:]:
+            if min(va, vb, wa, wb) > 1:
+                out.setdefault((va * wa, vb * wb), f"{pa} * {pb}")
+    return out
 
 
 def _number(v: Any) -> bool:

@@ -104,3 +104,8 @@ def test_a_condition_on_values_still_stops_the_tracer(tmp_path: Path):
 def test_a_nested_tuple_of_a_module_feeds_the_fused_part(tmp_path: Path):
     src = check_equal("lstm_state", tmp_path, [{}, {"batch_size": 2, "hidden_size": 7}])
     assert "lstm[1][0]" in src and "lstm[1][1]" in src
+
+
+def test_a_size_made_of_two_attributes_is_read_at_run_time(tmp_path: Path):
+    src = check_equal("patch_size", tmp_path, [{}, {"patch": 2, "image": 8, "batch_size": 3}])
+    assert "= self.patch * self.patch" in src
