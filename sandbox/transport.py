@@ -156,7 +156,7 @@ class SharedBuffer:
             fd = os.memfd_create(name, os.MFD_CLOEXEC)
             try:
                 with _memory_not_a_file():
-                    os.ftruncate(fd, nbytes)
+                    os.ftruncate(fd, max(nbytes, 1))  # the one byte an empty buffer maps
             except OSError:
                 os.close(fd)
                 raise

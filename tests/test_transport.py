@@ -52,6 +52,9 @@ def test_many_tensors_of_mixed_dtypes_travel_packed_in_one_memfd():
         del view
         other.close()
     buffer.close()
+    nothing, descs = transport.pack([], 0)  # a model without parameters still sends a buffer
+    assert descs == [] and nothing.fd >= 0
+    nothing.close()
 
 
 def test_a_description_reaching_past_its_buffer_is_refused():
