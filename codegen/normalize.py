@@ -102,6 +102,13 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps):
             if n.op == "placeholder":
                 attrs = {"arg": n.target}
                 info = self.info32.get(n.name)
+                if isinstance(info, (int, float)) and not isinstance(info, bool):
+                    # A number forward takes (`A * s`, s a float of get_inputs()): read where it
+                    # is passed, a scalar argument of the kernels that use it.
+                    value = {"expr": str(n.target), "value": info}
+                    self.env[n] = Node(self.fresh(n.target), SCALAR, "python", (), value)
+                    self.nodes.append(self.env[n])
+                    continue
                 if isinstance(info, TensorInfo) and (order := memory_order(info)) is not None:
                     attrs["memory_order"] = order
                 node = Node(

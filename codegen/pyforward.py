@@ -320,7 +320,8 @@ class ForwardWriter:
     def node_lines(self, n: Node, indent: str) -> list[str]:
         if "expr" in n.attrs:
             args = [self.arg(a) for a in n.args]
-            return [f"{indent}{n.name} = {n.attrs['expr'].format(*args)}"]
+            value = n.attrs["expr"].format(*args)
+            return [] if value == n.name else [f"{indent}{n.name} = {value}"]
         if n.kind not in (SCALAR, TORCH):
             raise Unsupported(f"{n.name} ({n.op}) is in no group")
         if "attention" in n.attrs:  # codegen/attention.py's flash kernel

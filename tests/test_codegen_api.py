@@ -109,3 +109,8 @@ def test_a_nested_tuple_of_a_module_feeds_the_fused_part(tmp_path: Path):
 def test_a_size_made_of_two_attributes_is_read_at_run_time(tmp_path: Path):
     src = check_equal("patch_size", tmp_path, [{}, {"patch": 2, "image": 8, "batch_size": 3}])
     assert "= self.patch * self.patch" in src
+
+
+def test_a_number_forward_takes_is_a_kernel_argument(tmp_path: Path):
+    src = check_equal("scalar_input", tmp_path, [{}, {"M": 7, "N": 9}])
+    assert "def forward(self, A, s):" in src and "(A, s)" in src
