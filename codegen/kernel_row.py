@@ -22,7 +22,7 @@ from functools import partial
 from .group_writer import Emitted, GroupWriter
 from .index import FULL, SCALAR, access, kept_pattern
 from .ir import PW, RED, STORE, Node
-from .kernel_row_split import RowSplit, takes_split
+from .kernel_row_split import RowSplit
 from .kernel_row_stream import StreamedPasses
 from .pysrc import call, comment_lines, docstring, prod
 from .template import Block, render
@@ -381,9 +381,9 @@ class RowWriter(StreamedPasses):
 
     def split_path(self) -> tuple[list[list[str]], list[str]]:
         """The split path's blocks and the launcher's branch to it (kernel_row_split.py), where
-        the traced rows are few and long enough to take it; none where a statistic has no
-        partial state there (a scan)."""
-        if not takes_split(self):
+        the candidate carries it (GroupWriter.split_rows: the traced rows are few and long);
+        none where a statistic has no partial state there (a scan)."""
+        if not self.w.split_rows:
             return [], []
         try:
             return RowSplit(self).write()

@@ -33,6 +33,7 @@ from .tunables import TUNABLES
 
 if TYPE_CHECKING:
     from .kernel_row import RowWriter
+    from .partition import Geometry
 
 H200_SMS = 132  # what `_row_splits` assumes off CUDA (the interpreter), and the codegen's gate
 SPLIT_REDUCTIONS = {"sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "var", "sumexp"}
@@ -104,16 +105,16 @@ if n_splits > 1:  # few long rows: each split over n_splits programs
 """
 
 
-def takes_split(rw: RowWriter) -> bool:
-    """Whether the traced rows would take the split path on an H200 with the default tunables:
-    only those files carry it."""
-    full, dims = rw.full, rw.dims
-    if not rw.inner1:
-        return False
-    if rw.groups is not None:
-        n_outer, n_red = full[0] * rw.groups, math.prod(full[1:]) // rw.groups
-    else:
+def takes_split(geo: Geometry) -> bool:
+    """Whether rows of this traced geometry would take the split path on an H200 with the
+    default tunables: only those files carry it (api._render decides once per candidate)."""
+    full, dims = geo.full, geo.dims
+    if geo.groups is not None:
+        n_outer, n_red = full[0] * geo.groups, math.prod(full[1:]) // geo.groups
+    elif dims[-1] == len(full) - 1:
         n_outer, n_red = math.prod(full[: dims[0]]), math.prod(full[dims[0] :])
+    else:
+        return False  # a middle dim: (row, column block) programs, enough of them
     waves = TUNABLES["ROW_SPLIT_WAVES"].default
     longest = TUNABLES["ROW_MAX_BLOCK"].default
     return n_outer < waves * H200_SMS and 1 << max(n_red - 1, 0).bit_length() > longest
@@ -141,11 +142,16 @@ class RowSplit:
         self.blocks: list[list[str]] = []
         self.passes: list[str] = []
         self.rows: list[Node] = []  # per-row values kept in a workspace for later kernels
+        self.inputs_done: set[int] = set()
+        self.inputs_only = rw.reduced_members(self.inputs_done)
 
     # -- kernel pieces ---------------------------------------------------------------------------
 
     def row_loads(self) -> list[str]:
-        return [line for _name, (kind, line) in self.rw.loads.values() if kind == "red_vec"]
+        """Per-row loads, then the per-row values of the inputs alone (eval batch norm's rstd
+        from running_var): every kernel computes those it reads."""
+        loads = [line for _name, (kind, line) in self.rw.loads.values() if kind == "red_vec"]
+        return loads + self.inputs_only
 
     def stat_loads(self) -> list[str]:
         return [f"{n.name} = tl.load({n.name}_row_ptr + red_idx, mask=red_mask)" for n in self.rows]
@@ -296,7 +302,7 @@ class RowSplit:
         rw, w = self.rw, self.w
         _stage, acc_pass = rw.stages()
         passes = sorted(set(acc_pass.values()))
-        done: set[int] = set()
+        done = set(self.inputs_done)
         for i, p in enumerate(passes):
             reds = [n for n in self.g.nodes if acc_pass.get(id(n)) == p]
             self.stats_pass(str(i + 1) if len(passes) > 1 else "", reds, done)

@@ -197,7 +197,9 @@ class StreamedPasses:
         out_pass = max((stage[id(o)] for o in full_outs), default=None)
         passes = sorted(set(acc_pass.values()) | ({out_pass} if out_pass is not None else set()))
         done: set[int] = set()
-        lines: list[str] = []
+        # Per-row values of the inputs alone (eval batch norm's rstd from running_var), before
+        # the first pass reads them.
+        lines: list[str] = self.reduced_members(done)
         for p in passes:
             reds = [n for n in self.g.nodes if acc_pass.get(id(n)) == p]
             outs = full_outs if p == out_pass else []

@@ -61,3 +61,14 @@ def test_split_is_deterministic(tmp_path):
     with torch.no_grad():
         first, second = model(x), model(x)
     assert torch.equal(first, second)  # a fixed combine order, no atomics
+
+
+def test_batchnorm_then_plane_mean_split(tmp_path):
+    # Train mode: the batch statistics come from the per-channel split reduction, the plane
+    # mean of the normalised values from the row split. (Eval mode reads running_var per row
+    # out of its (C,) bounds in the row kernel, a separate bug: not covered here.)
+    shapes = [{}, {"height": 7, "width": 9}]
+    looped = {"ROW_MAX_BLOCK": 16, "ROW_LOOP_BLOCK": 8}
+    configs = ({}, {"ROW_SPLIT_WAVES": 0}, looped, {**looped, "ROW_SPLIT_WAVES": 0})
+    src = check_equal("split_rows_batchnorm_centre", tmp_path, shapes, configs=configs)
+    assert "_apply_kernel" in src
