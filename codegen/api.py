@@ -22,6 +22,7 @@ from .ir import Graph
 from .kernel_matmul import write_matmul
 from .kernel_pointwise import write_pointwise
 from .kernel_row import write_row
+from .kernel_row_split import takes_split
 from .kernel_split import write_split
 from .layout import in_memory_order
 from .normalize import normalize
@@ -95,12 +96,13 @@ def _candidate(task: Task, dtype: str) -> tuple[str, list[str], list[str]]:
     if variant is not None:
         for mode in graphs:
             bind_constants(graphs[mode], variant[0][mode], model, variant[1])
-    text, groups, tunables = _render(task, graphs, dtype, checks)
+    splits: list[bool] = []
+    text, groups, tunables = _render(task, graphs, dtype, checks, splits)
     if variant is not None and all(_ops(graphs[m]) == _ops(variant[0][m]) for m in graphs):
         # The candidate written at another size must be the same text: no traced size leaked.
         # (A variant across a size-picked strategy, group norm's split path past
         # GROUP_SPLIT_ELEMENTS, traces to other nodes: its text differs by design.)
-        other, _, _ = _render(task, variant[0], dtype, checks)
+        other, _, _ = _render(task, variant[0], dtype, checks, splits, replay=True)
         if other != text:
             raise Unsupported(
                 "forward uses a size that depends on the task's constants in a way the codegen "
@@ -135,8 +137,9 @@ def _moved_candidate(
     try:
         for mode in graphs:
             bind_constants(graphs[mode], other[mode], model, other_model)
-        text, groups, tunables = _render(task, graphs, dtype, checks)
-        if _render(task, other, dtype, checks)[0] != text:
+        splits: list[bool] = []
+        text, groups, tunables = _render(task, graphs, dtype, checks, splits)
+        if _render(task, other, dtype, checks, splits, replay=True)[0] != text:
             return None
     except Exception:  # a read where the partition wants a constant (batch norm's momentum
         return None  # inside its running-stats update): the argument stays a checked constant
@@ -195,8 +198,18 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
 
 
 def _render(
-    task: Task, graphs: dict[str, Graph], dtype: str, checks: list[str]
+    task: Task,
+    graphs: dict[str, Graph],
+    dtype: str,
+    checks: list[str],
+    splits: list[bool] | None = None,
+    replay: bool = False,
 ) -> tuple[str, list[str], list[str]]:
+    """The candidate's text. `splits`: whether each row group, in order, carries the split path
+    for few long rows: decided from the traced sizes and appended, or with `replay` read back
+    (a render at another size must give the same text, kernel_row_split.takes_split)."""
+    splits = [] if splits is None else splits
+    row_groups = 0
     init_lines, helper_classes = init_source(task.source)
     init_lines = init_lines + checks
     fwd_args = forward_args(task.source)
@@ -217,11 +230,17 @@ def _render(
             raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
         launchers: dict[int, tuple[str, list]] = {}
         for g in groups:
-            key = _structure(g, dtype)
+            split = False
+            if g.kind == ROW:
+                if not replay:
+                    splits.append(takes_split(g.geometry))
+                split = splits[row_groups] if row_groups < len(splits) else False
+                row_groups += 1
+            key = _structure(g, dtype, split)
             if key in seen:  # the same group in both modes: one kernel
                 e = seen[key]
             else:
-                e = seen[key] = _emit(g, dtype, titles)
+                e = seen[key] = _emit(g, dtype, titles, split)
                 emitted.append(e)
                 summaries.append(e.summary)
             launchers[id(g)] = (e.launcher, e.outputs)
@@ -236,19 +255,19 @@ def _render(
     return assemble(emitted, helper_classes, model_new, dtype), summaries, tunables
 
 
-def _emit(g: Group, dtype: str, titles: set[str]) -> Emitted:
+def _emit(g: Group, dtype: str, titles: set[str], split: bool = False) -> Emitted:
     titles.update(h.lstrip("_") for h in ops.HELPERS)  # launcher names must not shadow helpers
     base = _title(g)
     title, i = base, 2
     while title in titles:
         title, i = f"{base}_{i}", i + 1
     titles.add(title)
-    return WRITERS[g.kind](GroupWriter(in_memory_order(g), title, dtype))
+    return WRITERS[g.kind](GroupWriter(in_memory_order(g), title, dtype, split))
 
 
-def _structure(g: Group, dtype: str) -> str:
+def _structure(g: Group, dtype: str, split: bool = False) -> str:
     """The group's code under a fixed name: equal for the same group in train and eval mode."""
-    e = WRITERS[g.kind](GroupWriter(in_memory_order(g), "group", dtype))
+    e = WRITERS[g.kind](GroupWriter(in_memory_order(g), "group", dtype, split))
     outs = ",".join(o.name for o in e.outputs)
     return outs + "\n" + "\n".join("\n".join(b) for b in e.blocks)
 

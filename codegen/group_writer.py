@@ -27,8 +27,10 @@ class Emitted:
 
 
 class GroupWriter:
-    def __init__(self, g: Group, title: str, dtype: str) -> None:
+    def __init__(self, g: Group, title: str, dtype: str, split_rows: bool = False) -> None:
         self.g = g
+        # A row group: whether its file carries the split path for few long rows.
+        self.split_rows = split_rows
         self.title = title
         self.dtype = dtype  # the run's dtype name: picks tile defaults
         self.body = Body()

@@ -22,6 +22,7 @@ from functools import partial
 from .group_writer import Emitted, GroupWriter
 from .index import FULL, SCALAR, access, kept_pattern
 from .ir import PW, RED, STORE, Node
+from .kernel_row_split import RowSplit
 from .kernel_row_stream import StreamedPasses
 from .pysrc import call, comment_lines, docstring, prod
 from .template import Block, render
@@ -118,6 +119,7 @@ $signature
     $sizes
     $outputs
     $setup
+    $split
     block_r = triton.next_power_of_2(n_red)
     $tiling
     warps = ROW_WARPS or (4 if tile <= 2048 else 8 if tile <= 8192 else 16)
@@ -362,14 +364,31 @@ class RowWriter(StreamedPasses):
             one_pass=self.one_pass(full_outs, red_outs, stores),
             streamed=partial(self.multi_pass, full_outs, red_outs, stores),
         )
+        split_blocks, self.split_branch = self.split_path()
+        tunables = ["ROW_MAX_BLOCK", "ROW_LOOP_BLOCK", "ROW_WARPS"]
+        if split_blocks:
+            tunables += ["ROW_SPLIT_WAVES", "SPLIT_PROGRAMS"]
         return Emitted(
             w.launcher,
-            [kernel, self.launcher()],
-            set(w.body.helpers) | self.helpers_used(),
-            ["ROW_MAX_BLOCK", "ROW_LOOP_BLOCK", "ROW_WARPS"],
+            [kernel, *split_blocks, self.launcher()],
+            set(w.body.helpers)
+            | self.helpers_used()
+            | ({"_row_splits"} if split_blocks else set()),
+            tunables,
             f"row ({self.describe()}): {w.summary()}",
             list(self.g.outputs),
         )
+
+    def split_path(self) -> tuple[list[list[str]], list[str]]:
+        """The split path's blocks and the launcher's branch to it (kernel_row_split.py), where
+        the candidate carries it (GroupWriter.split_rows: the traced rows are few and long);
+        none where a statistic has no partial state there (a scan)."""
+        if not self.w.split_rows:
+            return [], []
+        try:
+            return RowSplit(self).write()
+        except Unsupported:
+            return [], []
 
     def unit(self) -> str:
         return "ROWS rows" if self.inner1 else "(row, BLOCK_I columns)"
@@ -529,6 +548,7 @@ class RowWriter(StreamedPasses):
             sizes=sizes,
             outputs=[line.removeprefix("    ") for line in allocations],
             setup=self.setup,
+            split=self.split_branch,
             tiling=tiling,
             launch=partial(call, f"{w.kernel}[grid]", launch),
             outs=", ".join(o.name for o in self.g.outputs),

@@ -20,7 +20,7 @@ _PASS = """
 $comment
 $init
 $carries
-for r_start in range(0, n_red, BLOCK_R):
+for r_start in range($span, BLOCK_R):
     $tile
     $loads
     $body
@@ -197,7 +197,9 @@ class StreamedPasses:
         out_pass = max((stage[id(o)] for o in full_outs), default=None)
         passes = sorted(set(acc_pass.values()) | ({out_pass} if out_pass is not None else set()))
         done: set[int] = set()
-        lines: list[str] = []
+        # Per-row values of the inputs alone (eval batch norm's rstd from running_var), before
+        # the first pass reads them.
+        lines: list[str] = self.reduced_members(done)
         for p in passes:
             reds = [n for n in self.g.nodes if acc_pass.get(id(n)) == p]
             outs = full_outs if p == out_pass else []
@@ -229,8 +231,18 @@ class StreamedPasses:
                     stack.append(a)
         return [n for n in self.g.nodes if id(n) in need]
 
-    def one_stream(self, reds, outs, done: set[int], comment: list[str]) -> list[str]:
-        """One pass over the row, under its comment: accumulate `reds`, write `outs`."""
+    def one_stream(
+        self,
+        reds,
+        outs,
+        done: set[int],
+        comment: list[str],
+        span: str = "0, n_red",
+        finals: list[str] | None = None,
+    ) -> list[str]:
+        """One pass over the row, under its comment: accumulate `reds`, write `outs`. `span`
+        is the loop's start and end (a split row's program takes part of it), `finals` the
+        lines after the loop (by default each statistic finished)."""
         init = [line for n in reds for line in self.acc_init(n)]
         scans = [n for n in self.needed_full(reds + outs) + outs if n.attrs.get("scan")]
         carries = [
@@ -268,7 +280,8 @@ class StreamedPasses:
             stores=[
                 f"tl.store({o.name}_ptr + {self.store_offs}, {o.name}, mask=mask)" for o in outs
             ],
-            finals=[line for n in reds for line in self.acc_final(n)],
+            finals=[line for n in reds for line in self.acc_final(n)] if finals is None else finals,
+            span=span,
         )
 
     def vec(self) -> str:

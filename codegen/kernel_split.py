@@ -146,7 +146,7 @@ class SplitWriter:
         needed = {id(a) for n in full_members + self.reds for a in n.tensor_args()}
         inputs = [t for t in w.tensors if id(t) in needed]
         ptrs = [f"{t.name}_ptr" for t in inputs] + [f"{o.name}_ptr" for o in full_outs]
-        ws = [f"{n.name}_{part}_ptr" for n in self.reds for part in self.parts(n)]
+        ws = [f"{n.name}_{part}_ptr" for n in self.reds for part in partial_parts(n)]
         body_loads = [self.full_load(t) for t in inputs]
         params = (
             ptrs
@@ -172,9 +172,6 @@ class SplitWriter:
             stores=[f"tl.store({o.name}_ptr + offs, {o.name}, mask=mask)" for o in full_outs],
             partials=[line for n in self.reds for line in self.partial_store(n, "")],
         )
-
-    def parts(self, n: Node) -> list[str]:
-        return ["n", "mean", "m2"] if n.op == "var" else ["acc"]
 
     def acc_init(self, n: Node, ind: str) -> list[str]:
         a = n.name
@@ -238,7 +235,7 @@ class SplitWriter:
             else:
                 self.add_setup(acc)
                 loads.append(f"{t.name} = tl.load({t.name}_ptr + {acc.expr}, mask=k_mask){cast}")
-        ws = [f"{n.name}_{part}_ptr" for n in self.reds for part in self.parts(n)]
+        ws = [f"{n.name}_{part}_ptr" for n in self.reds for part in partial_parts(n)]
         ptrs = [f"{t.name}_ptr" for t in red_inputs] + [f"{o.name}_ptr" for o in red_outs]
         params = (
             ws
@@ -253,7 +250,7 @@ class SplitWriter:
         return render(
             _FINALIZE_KERNEL,
             signature=call(f"def _{w.title}_finalize_kernel", params, "", ":"),
-            combine=[line for n in self.reds for line in self.combine(n, "")],
+            combine=[line for n in self.reds for line in combine_lines(n)],
             loads=loads,
             body=[self.w.pointwise_line(n, "") for n in red_members],
             stores=[f"tl.store({o.name}_ptr + k, {o.name}, mask=k_mask)" for o in red_outs]
@@ -262,26 +259,6 @@ class SplitWriter:
                 for buf, value in (s.args for s in self.g.stores)
             ],
         )
-
-    def combine(self, n: Node, ind: str) -> list[str]:
-        a = n.name
-        if n.op == "var":
-            c = n.attrs.get("correction", 0)
-            return [  # Chan's parallel combination of Welford states
-                f"{ind}{a}_n = tl.load({a}_n_ptr + slot, mask=wmask, other=0.0)",
-                f"{ind}{a}_mean = tl.load({a}_mean_ptr + slot, mask=wmask, other=0.0)",
-                f"{ind}{a}_m2 = tl.load({a}_m2_ptr + slot, mask=wmask, other=0.0)",
-                f"{ind}{a}_mu = tl.sum({a}_n * {a}_mean, axis=1) / n_total",
-                f"{ind}{a}_dev = {a}_mean - {a}_mu[:, None]",
-                f"{ind}{a} = tl.sum({a}_m2 + {a}_n * {a}_dev * {a}_dev, axis=1) / (n_total - {c})",
-            ]
-        other = {"sum": "0.0", "mean": "0.0", "prod": "1.0", "amax": NEG_INF, "amin": POS_INF}
-        load = f"tl.load({a}_acc_ptr + slot, mask=wmask, other={other[n.op]})"
-        if n.op == "prod":
-            return [f"{ind}{a} = tl.reduce({load}, 1, _mul)"]
-        fn = {"sum": "tl.sum", "mean": "tl.sum", "amax": "tl.max", "amin": "tl.min"}[n.op]
-        div = " / n_total" if n.op == "mean" else ""
-        return [f"{ind}{a} = {fn}({load}, axis=1){div}"]
 
     # -- launcher --------------------------------------------------------------------------------
 
@@ -351,12 +328,66 @@ class SplitWriter:
         )
 
     def ws_names(self) -> list[str]:
-        return [f"{n.name}_{part}" for n in self.reds for part in self.parts(n)]
+        return [f"{n.name}_{part}" for n in self.reds for part in partial_parts(n)]
 
     def partial_inputs(self) -> list[Node]:
         full_members = [n for n in self.g.nodes if n.kind == PW and self.space[id(n)] == "full"]
         needed = {id(a) for n in full_members + self.reds for a in n.tensor_args()}
         return [t for t in self.w.tensors if id(t) in needed]
+
+
+def partial_parts(n: Node) -> list[str]:
+    """The partial states of statistic n, one workspace each: a Welford state for variance, the
+    value and its index for argmax/argmin, else the partial result."""
+    if n.op == "var":
+        return ["n", "mean", "m2"]
+    return ["acc", "arg"] if n.op in ("argmax", "argmin") else ["acc"]
+
+
+def combine_lines(n: Node, total: str = "n_total", online_max: str | None = None) -> list[str]:
+    """Statistic n of each k (row) from its partial states, loaded over the (k, split) tile
+    `slot` / `wmask`, in split order: no atomics, the same result every run. `total` is the
+    number of elements reduced per k; `online_max`, for a sum-of-exp paired with its max, is
+    that max: each split's sum is relative to its own max and is rescaled to the k's."""
+    a = n.name
+    if n.op == "var":
+        c = n.attrs.get("correction", 0)
+        return [  # Chan's parallel combination of Welford states
+            f"{a}_n = tl.load({a}_n_ptr + slot, mask=wmask, other=0.0)",
+            f"{a}_mean = tl.load({a}_mean_ptr + slot, mask=wmask, other=0.0)",
+            f"{a}_m2 = tl.load({a}_m2_ptr + slot, mask=wmask, other=0.0)",
+            f"{a}_mu = tl.sum({a}_n * {a}_mean, axis=1) / {total}",
+            f"{a}_dev = {a}_mean - {a}_mu[:, None]",
+            f"{a} = tl.sum({a}_m2 + {a}_n * {a}_dev * {a}_dev, axis=1) / ({total} - {c})",
+        ]
+    if n.op in ("argmax", "argmin"):  # the best value, then the first index holding it
+        worst, best = (NEG_INF, "tl.max") if n.op == "argmax" else (POS_INF, "tl.min")
+        return [
+            f"{a}_v = tl.load({a}_acc_ptr + slot, mask=wmask, other={worst})",
+            f"{a}_i = tl.load({a}_arg_ptr + slot, mask=wmask, other=0)",
+            f"{a}_best = {best}({a}_v, axis=1)",
+            f"{a}_first = ({a}_v == {a}_best[:, None]) & wmask",
+            f"{a} = tl.min(tl.where({a}_first, {a}_i, {total}), axis=1)",
+        ]
+    if n.op == "sumexp" and online_max is not None:
+        m = online_max
+        return [
+            f"{a}_m = tl.load({m}_acc_ptr + slot, mask=wmask, other={NEG_INF})",
+            f"{a}_ref = tl.max({a}_m, axis=1)",
+            f"{a}_ref = tl.where({a}_ref == {NEG_INF}, 0.0, {a}_ref)",
+            f"{a}_s = tl.load({a}_acc_ptr + slot, mask=wmask, other=0.0)",
+            f"{a} = tl.sum({a}_s * tl.exp({a}_m - {a}_ref[:, None]), axis=1)",
+        ]
+    other = {"sum": "0.0", "mean": "0.0", "sumexp": "0.0", "prod": "1.0"}
+    other |= {"amax": NEG_INF, "amin": POS_INF}
+    if n.op not in other:
+        raise Unsupported(f"no split reduction for {n.op}")
+    load = f"tl.load({a}_acc_ptr + slot, mask=wmask, other={other[n.op]})"
+    if n.op == "prod":
+        return [f"{a} = tl.reduce({load}, 1, _mul)"]
+    fn = {"amax": "tl.max", "amin": "tl.min"}.get(n.op, "tl.sum")
+    div = f" / {total}" if n.op == "mean" else ""
+    return [f"{a} = {fn}({load}, axis=1){div}"]
 
 
 def write_split(w: GroupWriter) -> Emitted:

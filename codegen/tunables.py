@@ -43,6 +43,15 @@ TUNABLES: dict[str, Tunable] = {
         "Warps per row program; 0 picks from the tile: 4 up to 2048 elements, 8 up to 8192, "
         "16 above (32 values per thread at most).",
     ),
+    "ROW_SPLIT_WAVES": Tunable(
+        4,
+        (0, 2, 4, 8),
+        "A row group whose rows are fewer than this many per SM, and longer than ROW_MAX_BLOCK, "
+        "splits each row over several programs (SPLIT_PROGRAMS in all): partial statistics, "
+        "combined per row in split order, then the outputs. One program per row would leave "
+        "SMs idle (16 rows: 16 of 132); 4 streaming programs per SM keep enough loads in "
+        "flight. 0: one program per row always.",
+    ),
     "SPLIT_PROGRAMS": Tunable(
         1024,
         (264, 528, 1024, 2048),
