@@ -2,7 +2,8 @@
 version: kernel_versions.py), nightly history and the verdict cache.
 
 Over 700 lines on purpose: the schema (MIGRATIONS), the row records and the Store's queries name
-the same columns and change together, so they stay one module (what is "better" is decisions.py's).
+the same columns and change together, so they stay one module (what is "better" is decisions.py's;
+the kernel versions' own schema step and queries are kernel_versions.py's).
 
 One SQLite file (stdlib sqlite3) shared by every process of a run or a suite. Safety comes from
 SQLite itself, used carefully:
