@@ -259,6 +259,19 @@ def _add_place_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_version_selectors(p: argparse.ArgumentParser) -> None:
+    """--env and --variant: which of a task's kernels, where it has several."""
+    p.add_argument(
+        "--env",
+        metavar="TEXT",
+        help="the environment: its key or a part of it ('H100', 'torch 2.11'), where the task "
+        "has kernels on several",
+    )
+    p.add_argument(
+        "--variant", metavar="VARIANT", help="the variant ('fp32', 'fp16 N=4096'), where several"
+    )
+
+
 def _command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     """The command `name` of commands/<module>.py, imported only when it runs: the commands load
     torch and the graph, which `kernelwright --help` or a bad flag must not wait for."""
@@ -352,6 +365,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a kernel this much slower than the night before is a regression (default 0.10)",
     )
     p.add_argument("--no-search", action="store_true", help="only re-verify; never search again")
+    p.add_argument(
+        "--revert-on-regression",
+        action="store_true",
+        help="when a task's current kernel regressed, make its previous version current again "
+        "(verified tonight) and say so in the report",
+    )
     p.add_argument("--night", type=_night, help="the night's date, YYYY-MM-DD (default today)")
     p.add_argument(
         "--report", metavar="DIR", help="report directory (default: nightly/NIGHT beside the store)"
@@ -382,11 +401,43 @@ def build_parser() -> argparse.ArgumentParser:
     _add_place_options(p)
     p.set_defaults(func=_command("runs", "cmd_report"), out="runs")
 
-    p = sub.add_parser("export", help="write a run's winning kernel as a standalone module")
-    p.add_argument("run", metavar="RUN", help="run id (under --out) or run directory")
+    p = sub.add_parser(
+        "export", help="write a run's winning kernel, or a task's current version, as a module"
+    )
+    p.add_argument(
+        "run",
+        metavar="RUN|TASK",
+        help="run id (under --out) or run directory; else a task of the store: its current version",
+    )
     p.add_argument("--to", required=True, metavar="FILE.py", help="the module to write")
-    p.add_argument("--out", default="runs", help="directory of run directories (default ./runs)")
-    p.set_defaults(func=_command("export", "cmd_export"))
+    _add_place_options(p)
+    _add_version_selectors(p)
+    p.set_defaults(func=_command("export", "cmd_export"), out="runs")
+
+    p = sub.add_parser("promote", help="make a run's best verified kernel its task's current one")
+    p.add_argument("run", metavar="RUN", help="run id (under --out) or run directory")
+    _add_place_options(p)
+    p.set_defaults(func=_command("versions", "cmd_promote"), out="runs")
+
+    p = sub.add_parser("revert", help="make a task's previous kernel version current again")
+    p.add_argument("task", metavar="TASK", help="task name, task file, or task hash prefix")
+    p.add_argument("--reason", help="why, kept with the version taken back")
+    _add_place_options(p)
+    _add_version_selectors(p)
+    p.set_defaults(func=_command("versions", "cmd_revert"), out="runs")
+
+    p = sub.add_parser("history", help="list a task's kernel versions: verdicts, speedups, runs")
+    p.add_argument("task", metavar="TASK", help="task name, task file, or task hash prefix")
+    p.add_argument("--json", action="store_true", help="print the versions as JSON")
+    _add_place_options(p)
+    _add_version_selectors(p)
+    p.set_defaults(func=_command("versions", "cmd_history"), out="runs")
+
+    p = sub.add_parser("metrics", help="write the store's tables as CSV or Parquet for dashboards")
+    p.add_argument("--db", required=True, metavar="PATH", help="the results store")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory of the table files")
+    p.set_defaults(func=_command("metrics", "cmd_metrics"))
 
     return parser
 

@@ -1,7 +1,9 @@
-"""Results store: runs, candidates, baselines, best kernels, nightly history and the verdict cache.
+"""Results store: runs, candidates, baselines, best kernels (each kernel that became one is a
+version: kernel_versions.py), nightly history and the verdict cache.
 
 Over 700 lines on purpose: the schema (MIGRATIONS), the row records and the Store's queries name
-the same columns and change together, so they stay one module (what is "better" is decisions.py's).
+the same columns and change together, so they stay one module (what is "better" is decisions.py's;
+the kernel versions' own schema step and queries are kernel_versions.py's).
 
 One SQLite file (stdlib sqlite3) shared by every process of a run or a suite. Safety comes from
 SQLite itself, used carefully:
@@ -55,7 +57,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import kernel_versions
 from .decisions import replaces_best
+from .kernel_versions import KernelVersion, Revert
 from .sandbox.config import EvalConfig
 from .sandbox.results import Baseline, EvalResult, Timing
 
@@ -192,6 +196,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX verifications_night ON verifications (night)",
         "CREATE INDEX verifications_series ON verifications (task_hash, env_key, variant, night)",
     ),
+    # v4: kernel versions, and best_kernels' pointer to the current one (kernel_versions.py).
+    kernel_versions.MIGRATION,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -310,6 +316,7 @@ class BestKernel:
     run_id: str | None
     verified: str
     result: EvalResult
+    version: int | None = None  # the current version's number (kernel_versions)
 
 
 @dataclass(frozen=True)
@@ -680,13 +687,20 @@ class Store:
         run_id: str | None = None,
         only_if_better: bool = True,
         verified: str | None = None,
+        promoted_by: str = "run",
+        note: str = "",
     ) -> bool:
-        """Make a verified kernel the best for its task and environment; True when it became so.
+        """Make a verified kernel the best (the current version) for its task and environment;
+        True when it became so.
 
         Only status "ok" results qualify. With `only_if_better` (the optimiser's case) it replaces
         the current best only when faster vs eager, or when neither was timed
         (decisions.replaces_best: a tie keeps the current best, a measured speedup beats an
-        unmeasured one); the nightly job re-verifies and passes False to store the new measurement.
+        unmeasured one); the nightly job re-verifies and passes False to store the new measurement,
+        `kernelwright promote` to make a kernel current whatever its speed.
+        A source other than the current version's is appended as the next version
+        (kernel_versions), `promoted_by` whom; the current version's own source only updates its
+        measurement.
         """
         if result.status != "ok":
             raise StoreError(
@@ -695,36 +709,106 @@ class Store:
         if not result.task_hash:
             raise StoreError("set_best_kernel: the result has no task_hash")
         env_key = result.environment.key
+        key = (result.task_hash, env_key, variant)
+        source_hash = result.source_hash or _text_hash(source)
+        verified = verified or now_iso()
         with self._write() as conn:
-            if only_if_better:
-                row = conn.execute(
-                    "SELECT speedup_eager FROM best_kernels "
-                    "WHERE task_hash = ? AND env_key = ? AND variant = ?",
-                    (result.task_hash, env_key, variant),
-                ).fetchone()
-                if row is not None and not replaces_best(result.speedup_eager, row[0]):
-                    return False
-            conn.execute(
-                "INSERT OR REPLACE INTO best_kernels (task_hash, env_key, variant, gpu, task_name, "
-                "source, source_hash, speedup_eager, speedup_compiled, roofline_fraction, result, "
-                "run_id, verified) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    result.task_hash,
-                    env_key,
-                    variant,
-                    gpu_of(env_key),
-                    task_name or result.task,
-                    source,
-                    result.source_hash or _text_hash(source),
-                    result.speedup_eager,
-                    result.speedup_compiled,
-                    _roofline_fraction(result),
-                    result.to_json(),
-                    run_id,
-                    verified or now_iso(),
-                ),
+            row = conn.execute(
+                "SELECT speedup_eager, source, version FROM best_kernels "
+                "WHERE task_hash = ? AND env_key = ? AND variant = ?",
+                key,
+            ).fetchone()
+            if (
+                only_if_better
+                and row is not None
+                and not replaces_best(result.speedup_eager, row["speedup_eager"])
+            ):
+                return False
+            if row is not None and row["source"] == source and row["version"] is not None:
+                version = row["version"]
+            else:
+                version = kernel_versions.append(
+                    conn,
+                    key,
+                    {
+                        "gpu": gpu_of(env_key),
+                        "task_name": task_name or result.task,
+                        "source": source,
+                        "source_hash": source_hash,
+                        "status": result.status,
+                        "speedup_eager": result.speedup_eager,
+                        "speedup_compiled": result.speedup_compiled,
+                        "roofline_fraction": _roofline_fraction(result),
+                        "candidate_ms": _medians_ms(result)[0],
+                        "result": result.to_json(),
+                        "run_id": run_id,
+                        "promoted_by": promoted_by,
+                        "promoted": now_iso(),
+                        "verified": verified,
+                        "note": note,
+                    },
+                )
+            _write_best(
+                conn,
+                key,
+                task_name=task_name or result.task,
+                source=source,
+                source_hash=source_hash,
+                result=result,
+                run_id=run_id,
+                verified=verified,
+                version=version,
             )
             return True
+
+    def current_kernels(self) -> list[BestKernel]:
+        """Every task's current kernel (best_kernels), by task name, GPU, environment, variant."""
+        rows = self._conn().execute(
+            "SELECT * FROM best_kernels ORDER BY task_name, gpu, env_key, variant"
+        )
+        return [_best_kernel(r) for r in rows]
+
+    def kernel_versions(
+        self,
+        task_hash: str | None = None,
+        env_key: str | None = None,
+        variant: str | None = None,
+    ) -> list[KernelVersion]:
+        """The versions of a task's kernel (kernel_versions.versions: all when unfiltered)."""
+        return kernel_versions.versions(self._conn(), task_hash, env_key, variant)
+
+    def revert_kernel(
+        self, task_hash: str, env_key: str, variant: str, *, by: str = "revert", reason: str = ""
+    ) -> Revert | None:
+        """Take the current version back and make the previous one current (kernel_versions);
+        None when there is nothing to revert to. StoreError when there is no current version."""
+        key = (task_hash, env_key, variant)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT version FROM best_kernels WHERE task_hash = ? AND env_key = ? "
+                "AND variant = ?",
+                key,
+            ).fetchone()
+            if row is None or row["version"] is None:
+                raise StoreError(f"no current kernel for task {task_hash[:12]} on {env_key}")
+            done = kernel_versions.revert(
+                conn, key, row["version"], by=by, reason=reason, at=now_iso()
+            )
+            if done is None:
+                return None
+            back = done.to_version
+            _write_best(
+                conn,
+                key,
+                task_name=back.task_name,
+                source=back.source,
+                source_hash=back.source_hash,
+                result=EvalResult.from_json(back.result),
+                run_id=back.run_id,
+                verified=back.verified,
+                version=back.version,
+            )
+            return done
 
     def best_kernel(self, task_hash: str, env_key: str, variant: str = "fp32") -> BestKernel | None:
         """The best kernel for exactly this environment (GPU and software versions)."""
@@ -836,6 +920,39 @@ def _insert_result(
         ),
     )
     return cur.rowcount == 1
+
+
+def _write_best(
+    conn: sqlite3.Connection,
+    key: tuple[str, str, str],
+    *,
+    task_name: str,
+    source: str,
+    source_hash: str,
+    result: EvalResult,
+    run_id: str | None,
+    verified: str,
+    version: int,
+) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO best_kernels (task_hash, env_key, variant, gpu, task_name, "
+        "source, source_hash, speedup_eager, speedup_compiled, roofline_fraction, result, "
+        "run_id, verified, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            *key,
+            gpu_of(key[1]),
+            task_name,
+            source,
+            source_hash,
+            result.speedup_eager,
+            result.speedup_compiled,
+            _roofline_fraction(result),
+            result.to_json(),
+            run_id,
+            verified,
+            version,
+        ),
+    )
 
 
 def _run_record(row: sqlite3.Row) -> StoredRun:

@@ -139,20 +139,79 @@ def export_run(run_dir: Path, to: str | os.PathLike[str]) -> Exported:
         )
     tuned = dict((run.get("best") or {}).get("tuned") or {})
     source = without_best_header(winner.source).rstrip() + "\n"
+    return _write_module(run, winner.key, tuned, winner.result.summary(), source, to)
+
+
+def export_current(store, task: str, to: str | os.PathLike[str], **selectors) -> Exported:
+    """Write TASK's current version in the store (commands.versions.one_key picks it: --env,
+    --variant) to `to`, with its latest verdict; UserError when the store has none."""
+    from .versions import one_key, where
+
+    key, versions = one_key(
+        store, task, selectors.get("env"), selectors.get("variant"), str(store.path)
+    )
+    best = store.best_kernel(*key)
+    current = next((v for v in versions if v.current), None)
+    if best is None or current is None:
+        raise ExportError(f"{task} has no current kernel version in {store.path}")
+    extra = foreign_imports(best.source)
+    if extra:
+        raise ExportError(f"{task} v{current.version} imports {', '.join(extra)}: not standalone")
+    env = best.result.environment
+    run = {
+        "run_id": current.run_id or "-",
+        "task_name": current.task_name,
+        "config": {"dtype": best.result.dtype},
+        "environment": {"gpu": env.gpu, "torch": env.torch, "triton": env.triton},
+    }
+    key_text = f"v{current.version}, the current version for {where(key)}"
+    source = without_best_header(best.source).rstrip() + "\n"
+    done = _write_module(run, key_text, {}, best.result.summary(), source, to)
+    return Exported(done.path, done.run_id, key_text, {})
+
+
+def _write_module(
+    run: dict, key: str, tuned: dict[str, int], summary: str, source: str, to
+) -> Exported:
     guard = FORWARD_ONLY_GUARD.replace("{run_id}", str(run["run_id"]))
-    text = header(run, winner.key, tuned, winner.result.summary()) + source + guard
+    text = header(run, key, tuned, summary) + source + guard
     path = Path(to)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-    return Exported(path, run["run_id"], winner.key, tuned)
+    return Exported(path, run["run_id"], key, tuned)
 
 
 # -- the command ----------------------------------------------------------------------------------
+def _export(args: argparse.Namespace) -> Exported:
+    """RUN's winner; or, when no run has that name, the current version of the store's task."""
+    try:
+        run_dir = find_run_dir(args.run, args.out)
+    except ExportError as no_run:
+        store = _store_with_versions(args)
+        if store is None:
+            raise
+        try:
+            return export_current(store, args.run, args.to, env=args.env, variant=args.variant)
+        except UserError as e:
+            raise ExportError(f"{no_run}; and {e}") from None
+    return export_run(run_dir, args.to)
+
+
+def _store_with_versions(args: argparse.Namespace):
+    """The results store (--db, else the runs directory's) when it holds kernel versions."""
+    from .common import open_store
+    from .versions import store_path
+
+    db = store_path(args)
+    store = open_store(db) if Path(db).is_file() else None
+    return store if store is not None and store.kernel_versions() else None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     try:
-        done = export_run(find_run_dir(args.run, args.out), args.to)
+        done = _export(args)
     except NoWinner as e:
         print(f"kernelwright: {e}", file=sys.stderr)
         return EXIT_NEGATIVE

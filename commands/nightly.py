@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..decisions import NIGHTLY_SLOWDOWN
+from ..decisions import NIGHTLY_SLOWDOWN, measured
+from ..kernel_versions import Revert
 from ..report.nightly import nightly_changes, write_nightly_report
 from ..run.config import RunConfig, eval_config_for
 from ..run.records import sync_run, task_hash_for
 from ..run.rundir import best_files, shrunk_for_interpreter
 from ..sandbox.results import Environment, EvalResult
 from ..sandbox.task import Task, TaskError, load_task
-from ..store import BestKernel, Store, gpu_of, variant_key
+from ..store import BestKernel, Store, StoreError, gpu_of, variant_key
 from .common import (
     EXIT_MODEL_UNANSWERED,
     EXIT_NEGATIVE,
@@ -55,6 +56,15 @@ class NightlyTask:
     new_best: EvalResult | None = None  # the search's winner, measured again
     error: str = ""
     run: dict[str, Any] = field(default_factory=dict)  # run.json of tonight's search
+    # --revert-on-regression: the versions taken back tonight (a restored version that fails
+    # tonight's check too is taken back as well), and tonight's verdict on the one restored.
+    reverts: list[Revert] = field(default_factory=list)
+    restored: EvalResult | None = None
+    revert_note: str = ""  # why nothing (more) could be reverted
+
+    @property
+    def restored_ok(self) -> bool:
+        return bool(self.reverts and self.restored is not None and self.restored.ok)
 
     @property
     def regression(self) -> bool:
@@ -86,10 +96,41 @@ class NightlyTask:
             previous = (self.change or {}).get("previous_speedup_eager")
             if previous is not None:
                 parts.append(f"previous night {previous:.2f}x")
+        parts += self.revert_lines()
         if self.searched:
             found = self.new_best.summary() if self.new_best else "no verified kernel"
             parts.append(f"searched in run {self.searched}: {found}")
         return f"[{self.label}] " + "; ".join(parts)
+
+    def revert_lines(self) -> list[str]:
+        """'reverted v3 -> v2 (now incorrect)' per revert, and the restored version's check."""
+        lines = [
+            f"reverted v{r.from_version.version} -> v{r.to_version.version} ({r.reason})"
+            for r in self.reverts
+        ]
+        if self.reverts and self.restored is not None:
+            lines.append(
+                f"v{self.reverts[-1].to_version.version} tonight: {self.restored.summary()}"
+            )
+        if self.revert_note:
+            lines.append(f"not reverted: {self.revert_note}")
+        return lines
+
+    def revert_rows(self) -> list[dict[str, Any]]:
+        """The report's rows of tonight's reverts (report.nightly.write_nightly_report)."""
+        last = len(self.reverts) - 1
+        return [
+            {
+                "task": r.from_version.task_name or self.label,
+                "variant": r.from_version.variant,
+                "env_key": r.from_version.env_key,
+                "from_version": r.from_version.version,
+                "to_version": r.to_version.version,
+                "reason": r.reason,
+                "restored": self.restored.summary() if i == last and self.restored else "",
+            }
+            for i, r in enumerate(self.reverts)
+        ]
 
 
 @dataclass
@@ -105,6 +146,7 @@ class Nightly:
     slowdown: float = NIGHTLY_SLOWDOWN
     search: bool = True
     cuda: bool = False
+    revert_on_regression: bool = False
 
     def task_setup(self, path: Path) -> tuple[RunConfig, Task]:
         """The config and task a run of this task would use (shrunk the same way off-GPU), so
@@ -152,13 +194,55 @@ class Nightly:
                     task_name=task.name,
                     run_id=known.run_id,
                     only_if_better=False,
+                    promoted_by="nightly",  # a kernel from another stack: v1 on this one
                 )
             outcome.verified = result
             outcome.change = self.change_for(task_hash, env, variant)
+            if self.revert_on_regression and outcome.regression:
+                self.revert_regressed(task, config, outcome, (task_hash, env.key, variant))
         if self.search and (known is None or outcome.regression):
             broken = known is None or not (outcome.verified and outcome.verified.ok)
+            broken = broken and not outcome.restored_ok  # a restored, verified version stays
             self.search_again(path, task, config, outcome, replace=broken)
         return outcome
+
+    def revert_regressed(
+        self, task: Task, config: RunConfig, outcome: NightlyTask, key: tuple[str, str, str]
+    ) -> None:
+        """Take the regressed current version back and verify the previous one tonight; one
+        that fails too is taken back as well, until one passes or none is left. An evaluator
+        error on the restored one stops there: it says nothing about the kernel."""
+        reason = str((outcome.change or {}).get("reason") or "regressed")
+        while True:
+            try:
+                done = self.store.revert_kernel(*key, by="nightly", reason=reason)
+            except StoreError:  # no version on this environment: the kernel came from another
+                done = None
+            if done is None:
+                where = (
+                    f"before v{outcome.reverts[-1].to_version.version}"
+                    if outcome.reverts
+                    else ("on this environment")
+                )
+                outcome.revert_note = f"no earlier version {where}"
+                return
+            outcome.reverts.append(done)
+            back = done.to_version
+            outcome.restored = result = self.verify(task, config, back.source)
+            if result.ok:  # its own source: only tonight's measurement is stored, no new version
+                self.store.set_best_kernel(
+                    back.source,
+                    result,
+                    variant=key[2],
+                    task_name=task.name,
+                    run_id=back.run_id,
+                    only_if_better=False,
+                    promoted_by="nightly",
+                )
+                return
+            if not measured({"status": result.status, "rule": result.rule}):
+                return
+            reason = f"v{back.version} fails tonight too: {result.summary()}"
 
     def search_again(
         self, path: Path, task: Task, config: RunConfig, outcome: NightlyTask, *, replace: bool
@@ -204,6 +288,7 @@ class Nightly:
             task_name=task.name,
             run_id=run["run_id"],
             only_if_better=not replace,
+            promoted_by="nightly",
         )
 
     def run(self, paths: Sequence[Path]) -> list[NightlyTask]:
@@ -219,7 +304,11 @@ class Nightly:
         """report.nightly.write_nightly_report over the history of tonight's tasks."""
         history = [h for o in outcomes if o.task_hash for h in self.store.history(o.task_hash)]
         return write_nightly_report(
-            history, out_dir, self.slowdown, title=f"kernelwright nightly {self.night}"
+            history,
+            out_dir,
+            self.slowdown,
+            title=f"kernelwright nightly {self.night}",
+            reverts=[row for o in outcomes for row in o.revert_rows()],
         )
 
 
@@ -253,6 +342,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             slowdown=NIGHTLY_SLOWDOWN if args.slowdown is None else args.slowdown,
             search=not args.no_search,
             cuda=not no_gpu,
+            revert_on_regression=args.revert_on_regression,
         )
         outcomes = job.run(paths)
     report_dir = Path(args.report or Path(config.db).parent / "nightly" / night)
@@ -266,6 +356,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
             f"failed: {', '.join(o.label for o in bad)}",
             file=sys.stderr,
         )
+        for o in bad:
+            for r in o.reverts:
+                print(
+                    f"kernelwright: [{o.label}] reverted from v{r.from_version.version} to "
+                    f"v{r.to_version.version}: {r.reason}",
+                    file=sys.stderr,
+                )
         internal = [o for o in bad if o.evaluator_error]
         if internal:
             print(

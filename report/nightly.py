@@ -3,7 +3,7 @@ judged by decisions.night_verdict, and nightly.md/.json/.html with the trend plo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +102,30 @@ def _night_cells(c: Mapping[str, Any], html_: bool) -> list[Any]:
     ]
 
 
+_REVERT_HEADERS = ("Task", "Variant", "Environment", "From", "To", "Why", "Restored, tonight")
+
+
+def _revert_cells(r: Mapping[str, Any]) -> list[Any]:
+    return [
+        r["task"],
+        r["variant"],
+        r["env_key"],
+        f"v{r['from_version']}",
+        f"v{r['to_version']}",
+        r["reason"],
+        r.get("restored") or "–",
+    ]
+
+
 def write_nightly_report(
     history: Iterable[Any],
     out_dir: str | Path,
     slowdown: float = NIGHTLY_SLOWDOWN,
     title: str = "kernelwright nightly",
+    reverts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Path]:
-    """Write nightly.md, nightly.json, nightly_trend.png and nightly.html into `out_dir`."""
+    """Write nightly.md, nightly.json, nightly_trend.png and nightly.html into `out_dir`;
+    `reverts` are the versions taken back tonight (nightly --revert-on-regression)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = [dict(as_mapping(h)) for h in history]
@@ -130,11 +147,17 @@ def write_nightly_report(
         )
     if task_errors:
         headline += f" {len(task_errors)} task error(s): the reference itself fails."
+    reverted = ""
+    if reverts:
+        tasks = len({(r["task"], r["variant"], r["env_key"]) for r in reverts})
+        headline += f" {tasks} task(s) reverted to a previous kernel version (below)."
+        rows = [_revert_cells(r) for r in reverts]
+        reverted = f"## Reverted\n\n{md_table(_REVERT_HEADERS, rows)}\n\n"
     md = out / "nightly.md"
     md.write_text(
         f"# {title}\n\n{headline}\n\n"
         f"{md_table(_NIGHT_HEADERS, [_night_cells(c, False) for c in changes])}\n\n"
-        f"![Night over night]({plot.name})\n"
+        f"{reverted}![Night over night]({plot.name})\n"
     )
     page = out / "nightly.html"
     page.write_text(
@@ -145,6 +168,8 @@ def write_nightly_report(
             png=png_base64(plot),
             night_headers=_NIGHT_HEADERS,
             changes=[_night_cells(c, True) for c in changes],
+            revert_headers=_REVERT_HEADERS,
+            reverts=[_revert_cells(r) for r in reverts],
         )
     )
     return {
@@ -156,6 +181,7 @@ def write_nightly_report(
                 "evaluator_errors": len(evaluator_errors),
                 "task_errors": len(task_errors),
                 "changes": changes,
+                "reverts": [dict(r) for r in reverts],
                 "history": rows,
             },
         ),

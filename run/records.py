@@ -104,6 +104,7 @@ def sync_record(store: Store, record: RunRecord) -> None:
             # When the run verified it, not when it was synced: a run synced again (or from its
             # files later) leaves the same row, and "most recently verified" stays true.
             verified=record.finished,
+            promoted_by="run",  # a faster verified kernel becomes the next version (store.py)
         )
 
 

@@ -20,7 +20,10 @@ from kernelwright.run.config import RunConfig
 from kernelwright.run.records import variant_of
 from kernelwright.store import Store
 
-COMMANDS = ("eval", "baseline", "optimize", "suite", "nightly", "chat", "runs", "report", "export")
+COMMANDS = (
+    "eval", "baseline", "optimize", "suite", "nightly", "chat", "runs", "report", "export",
+    "promote", "revert", "history", "metrics",
+)  # fmt: skip
 
 
 def test_help_lists_every_command_with_one_line_each(monkeypatch):
