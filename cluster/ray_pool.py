@@ -60,7 +60,7 @@ class EvalActor:
         # environment (sandbox.isolation.worker_env) maps that index through the same variable.
         self.pool = EvalPool(workers=1, devices=["cpu" if cpu else "cuda:0"])
         gpus = [] if cpu else ray.get_gpu_ids()
-        self.place = {
+        self.place: dict[str, Any] = {
             "node": socket.gethostname(),
             "node_id": ray.get_runtime_context().get_node_id(),
             "gpu_index": ",".join(str(g) for g in gpus),
@@ -155,7 +155,7 @@ class RayPool:
         count = max(1, min(count, actors or count))
         options: dict[str, Any] = {"max_restarts": 0, "max_concurrency": 2}
         options |= {"num_cpus": 1} if self.cpu else {"num_gpus": 1}
-        self._actor_class = ray.remote(EvalActor).options(**options)
+        self._actor_class: Any = ray.remote(EvalActor).options(**options)
         self._lock = threading.Condition(threading.RLock())
         self._queues: dict[str, collections.deque[_Job]] = {}
         self._pins: dict[str, str] = {}  # task hash -> environment group
