@@ -50,6 +50,8 @@ _CANCEL_WAIT_S = 3.0
 # An actor that cannot be started again (its node gone, no free GPU) is retried this often
 # before its slot gives up; the other slots go on.
 _RESTART_ATTEMPTS = 3
+# How long the Ray head's port may take to accept a connection before the address is refused.
+_REACH_TIMEOUT_S = 5.0
 
 
 class EvalActor:
@@ -136,6 +138,7 @@ class RayPool:
         if not ray.is_initialized():
             # No address and no RAY_ADDRESS: ray.init starts a Ray on this machine, ours to stop.
             self._owns_ray = not (address or os.environ.get("RAY_ADDRESS"))
+            _check_reachable(address or os.environ.get("RAY_ADDRESS") or "")
             try:
                 ray.init(
                     address=address,
@@ -473,6 +476,21 @@ class RayPool:
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()
             self._owns_ray = False
+
+
+def _check_reachable(address: str) -> None:
+    """A head at HOST:PORT that does not answer fails in seconds, in one line: ray.init would
+    retry for minutes, printing its warnings. "auto", "local" and ray:// are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or "://" in address:
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=_REACH_TIMEOUT_S).close()
+    except OSError as e:
+        raise ExecutorError(
+            f"no Ray head answers at {address} ({e}); start one with `ray start --head` there, "
+            "or check --ray-address / RAY_ADDRESS"
+        ) from None
 
 
 def _kill(actor: Any) -> None:

@@ -79,6 +79,17 @@ def test_without_ray_installed_the_error_says_how_to_install_it(monkeypatch):
         open_evaluator(RunConfig(executor="ray"))
 
 
+def test_a_ray_address_where_nothing_answers_is_refused_in_one_line():
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'kernelwright[ray]')")
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(ExecutorError, match=f"no Ray head answers at 127.0.0.1:{port}"):
+        open_evaluator(RunConfig(executor="ray", ray_address=f"127.0.0.1:{port}"))
+    assert time.monotonic() - started < 10
+
+
 # -- a local Ray with two CPU actors --------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ray_cluster():
