@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .cluster import EXECUTORS
 from .commands.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UserError
 from .decisions import BASELINES
 from .sandbox.contract import DTYPE_NAMES, PRECISION_POLICIES
@@ -211,6 +212,27 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
     p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")
     _add_max_memory(p)
     p.add_argument("--workers", type=_COUNT, help="evaluator worker processes")
+    p.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default=None,
+        help="where candidates are evaluated: local (default: this machine's GPUs or cores) or "
+        "ray (one evaluator actor per GPU of a Ray cluster; env KERNELWRIGHT_EXECUTOR)",
+    )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help="the Ray cluster to join with --executor ray (default: $RAY_ADDRESS, else a Ray "
+        "started on this machine for the run)",
+    )
+    p.add_argument(
+        "--max-retries",
+        type=_at_least(0),
+        default=None,
+        metavar="N",
+        help="with --executor ray: send a job again at most N times when its actor or node "
+        "dies (default 2); after that it reads crashed (an evaluator error)",
+    )
     p.add_argument("--no-tune", action="store_true", help="skip the `# tune:` constant sweep")
     p.add_argument(
         "--no-fusion-seed",

@@ -20,10 +20,10 @@ from .agents.finalize import finalize
 from .agents.planner import planner, profile
 from .agents.state import CHECKPOINT_TYPES, RunState
 from .agents.tester import tester
+from .cluster import Evaluator, open_evaluator
 from .decisions import INTERRUPTED, run_owner
 from .run.config import RunConfig
 from .run.rundir import EventListener, create_run, machine_has_cuda, open_run
-from .sandbox.pool import EvalPool
 from .sandbox.pyparse import serialised
 
 # Supersteps per round: planner, coder, tester, critic (and human in chat mode).
@@ -84,7 +84,7 @@ def optimize(
     resume: str | None = None,
     answer: str | None = None,
     listeners: list[EventListener] | None = None,
-    pool: EvalPool | None = None,
+    pool: Evaluator | None = None,
     start_source: str | None = None,
 ) -> dict[str, Any]:
     """Run (or resume, by run id) an optimization to its end; returns the final run.json.
@@ -101,8 +101,9 @@ def optimize(
     """
     if resume:
         rundir, stored, task = open_run(config.out_dir, resume, listeners)
-        # The run's own settings, but the GPUs of this invocation (another job, another box).
-        config = stored.replace(devices=config.devices)
+        # The run's own settings, but the GPUs and executor of this invocation (another job,
+        # another box, a cluster).
+        config = stored.replace(**config.invocation())
     else:
         if task_path is None:
             raise ValueError("a new run needs a task file")
@@ -114,8 +115,7 @@ def optimize(
     try:
         with ExitStack() as stack:
             if pool is None:
-                devices = list(config.devices) or None
-                pool = stack.enter_context(EvalPool(config.workers, devices=devices))
+                pool = stack.enter_context(open_evaluator(config))
             conn = stack.enter_context(
                 closing(sqlite3.connect(rundir.checkpoint_path, check_same_thread=False))
             )

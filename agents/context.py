@@ -16,9 +16,9 @@ from ..store import config_key
 from .llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger
 
 if TYPE_CHECKING:
+    from ..cluster import Evaluator
     from ..run.rundir import RunDir
     from ..sandbox.config import EvalConfig
-    from ..sandbox.pool import EvalPool
     from ..sandbox.task import Task
     from ..store import Store
     from .state import Candidate
@@ -45,7 +45,7 @@ class RunContext:
     config: RunConfig
     task: Task
     eval_config: EvalConfig
-    pool: EvalPool
+    pool: Evaluator  # the local EvalPool or a cluster's (cluster/)
     rundir: RunDir
     llm: dict[Role, LLMConfig]
     interpreter: bool  # no CUDA: candidates run under the Triton interpreter, timings meaningless
@@ -80,7 +80,7 @@ class RunContext:
 
 
 def run_context(
-    config: RunConfig, task: Task, rundir: RunDir, pool: EvalPool, *, interpreter: bool
+    config: RunConfig, task: Task, rundir: RunDir, pool: Evaluator, *, interpreter: bool
 ) -> RunContext:
     """The nodes' runtime context for one (possibly resumed) run."""
     llm = llm_configs(config)
@@ -107,7 +107,7 @@ def lookup_verdict(ctx: RunContext, source: str) -> EvalResult | None:
     """The store's verdict on this exact source, task, environment and config, if it has one."""
     if ctx.store is None:
         return None
-    env = ctx.pool.describe()
+    env = ctx.pool.describe(ctx.task)  # on a mixed cluster: the GPU model this task runs on
     return ctx.store.lookup_result(
         task_hash_for(ctx.task, ctx.eval_config),
         source_hash(source),

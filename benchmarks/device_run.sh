@@ -10,7 +10,9 @@
 # checkout's ignored shared/ for the suite step) and runs:
 #   bash benchmarks/device_run.sh [STEP ...]
 # with STEP among: gpu (pytest -m gpu; gpu-a and gpu-b are its two halves), zoo, harness, memory, suite1/suite2/suite3 (KernelBench
-# level 1/2/3, full size). Everything it prints also lands in $OUT/device_run.log.
+# level 1/2/3, full size), ray (benchmarks/ray_bench.py: the Ray path's overhead, verdicts and
+# times against the local pool; needs Ray's wheels: `bash ../shared/device/wheels.sh ray`).
+# Everything it prints also lands in $OUT/device_run.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -40,6 +42,7 @@ steps=("$@")
                 tests/test_optimize_gpu.py tests/test_suite.py tests/test_zoo.py ;;
             zoo) python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py tests/test_remote.py ;;
             harness) python3 benchmarks/harness_bench.py --results "${OUT:-/tmp}/RESULTS-harness.md" ;;
+            ray) python3 benchmarks/ray_bench.py --results "${OUT:-/tmp}/RESULTS-ray.md" ;;
             memory)
                 # The largest level-1 tasks by bytes moved (the judge's bound is checked there).
                 python3 benchmarks/memory_bench.py shared/kernelbench/level1/*.py \

@@ -65,6 +65,9 @@ def search_flags(args: argparse.Namespace) -> dict:
             "workers",
             "db",
             "max_memory_gb",
+            "executor",
+            "ray_address",
+            "max_retries",
         )
     }
     flags |= {
@@ -116,9 +119,31 @@ def run_config(args: argparse.Namespace, **overrides):
     try:
         config, _ = resolve_config({**search_flags(args), **overrides})
         check_models(config)
+        check_executor(config)
     except (ValueError, PreflightError) as e:
         raise UserError(str(e)) from None
     return config if config.db else config.replace(db=default_db_path(config.out_dir))
+
+
+def check_executor(config) -> None:
+    """--executor ray without Ray installed fails here, in one line, before any run starts."""
+    import importlib.util
+
+    from ..cluster import RAY_MISSING
+
+    if config.executor == "ray" and importlib.util.find_spec("ray") is None:
+        raise UserError(RAY_MISSING)
+
+
+def open_evaluator(config):
+    """The invocation's evaluator (cluster.open_evaluator), its start failures as one line."""
+    from ..cluster import ExecutorError
+    from ..cluster import open_evaluator as open_it
+
+    try:
+        return open_it(config)
+    except ExecutorError as e:
+        raise UserError(str(e)) from None
 
 
 def open_store(path: str):

@@ -31,6 +31,7 @@ from .common import (
     UserError,
     model_unanswered,
     no_gpu_note,
+    open_evaluator,
     open_store,
     run_config,
 )
@@ -135,7 +136,7 @@ class NightlyTask:
 
 @dataclass
 class Nightly:
-    """One night over a suite. `pool` is an EvalPool (submit, describe)."""
+    """One night over a suite. `pool` is an Evaluator (cluster/: the local pool or a Ray one)."""
 
     optimize: Optimize
     config: RunConfig  # how searches run (budgets, model) and what is judged (dtype, shapes)
@@ -178,7 +179,7 @@ class Nightly:
             return NightlyTask(label, error=str(e))
         eval_config = eval_config_for(config)
         variant, task_hash = variant_key(eval_config), task_hash_for(task, eval_config)
-        env: Environment = self.pool.describe()
+        env: Environment = self.pool.describe(task)  # a mixed cluster: this task's GPU model
         outcome = NightlyTask(label, task_hash)
         known = self.known_kernel(task_hash, env, variant)
         if known is not None:
@@ -321,7 +322,6 @@ def failed(outcomes: Sequence[NightlyTask]) -> list[NightlyTask]:
 # -- the command ----------------------------------------------------------------------------------
 def cmd_nightly(args: argparse.Namespace) -> int:
     from ..graph import optimize
-    from ..sandbox.pool import EvalPool
 
     try:
         paths = find_tasks(args.suite)
@@ -331,7 +331,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     no_gpu = no_gpu_note()
     store = open_store(config.db)
     night = args.night or today()
-    with EvalPool(config.workers) as pool:
+    with open_evaluator(config) as pool:
         job = Nightly(
             optimize,
             config,

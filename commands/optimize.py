@@ -12,6 +12,7 @@ from .common import (
     EXIT_OK,
     UserError,
     model_unanswered,
+    open_evaluator,
     open_store,
     read_file,
     resumed_config,
@@ -50,8 +51,14 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             started.setdefault("run_id", event["run_id"])
 
     try:
-        with progress_view(sys.stdout) as listener:
-            run = optimize(config, args.task, resume=args.resume, listeners=[note_run_id, listener])
+        with open_evaluator(config) as pool, progress_view(sys.stdout) as listener:
+            run = optimize(
+                config,
+                args.task,
+                resume=args.resume,
+                listeners=[note_run_id, listener],
+                pool=pool,
+            )
     except (TaskError, ValueError) as e:
         raise UserError(str(e)) from None
     except (KeyboardInterrupt, BrokenPipeError):

@@ -21,12 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ..cluster import Evaluator, ExecutorError, open_evaluator
 from ..decisions import fastest
 from ..report.suite import level_line, suite_row, write_suite_report
 from ..run.config import RunConfig
 from ..run.records import sync_run
 from ..run.rundir import RunDir, run_candidates
-from ..sandbox.pool import EvalPool, cancel_open_pools
+from ..sandbox.pool import cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
 from .common import (
@@ -45,7 +46,18 @@ Optimize = Callable[..., dict[str, Any]]
 STATE_NAME = "suite_state.json"
 # Config fields that do not change what a run finds: where things go and how many processes.
 NOT_IN_KEY = frozenset(
-    {"out_dir", "db", "workers", "devices", "no_cache", "chat", "fallback_offline"}
+    {
+        "out_dir",
+        "db",
+        "workers",
+        "devices",
+        "executor",
+        "ray_address",
+        "max_retries",
+        "no_cache",
+        "chat",
+        "fallback_offline",
+    }
 )
 
 
@@ -160,7 +172,16 @@ def task_row(label: str, run_dir: Path, run: dict[str, Any]) -> dict[str, Any]:
             row["note"] = pick.result.message
     row["evaluator_errors"] = len(internal)
     row["run_id"] = run.get("run_id")
+    # Where its candidates ran on a cluster (the suite report's GPUs table).
+    row["ran_on"] = sorted({ran_on(c.result.environment) for c in cands} - {""})
     return row
+
+
+def ran_on(env) -> str:
+    """'node GPU 3' for a result from a cluster's actor; "" from the local pool."""
+    if not env.node:
+        return ""
+    return f"{env.node} GPU {env.gpu_index}" if env.gpu_index else f"{env.node} (cpu)"
 
 
 @dataclass
@@ -200,8 +221,9 @@ class SuiteRunner:
         for group in self.device_groups or []:
             self._free.put(group)
         # One evaluator per job, kept warm from task to task (a worker start is seconds);
-        # None: each run opens its own (several jobs on CPU cores).
-        self._pools: dict[tuple[str, ...], EvalPool] | None = None
+        # None: each run opens its own (several jobs on CPU cores). On a Ray cluster one
+        # evaluator serves every job: its actors take the next job of any task.
+        self._pools: dict[tuple[str, ...], Evaluator] | None = None
         self._pools_lock = threading.Lock()
 
     def run_task(self, path: Path) -> TaskOutcome:
@@ -215,13 +237,14 @@ class SuiteRunner:
         finally:
             self._free.put(group)
 
-    def _pool(self, group: tuple[str, ...]) -> EvalPool | None:
+    def _pool(self, group: tuple[str, ...]) -> Evaluator | None:
         if self._pools is None:
             return None
         with self._pools_lock:
+            if self.config.executor == "ray":
+                group = ()
             if group not in self._pools:
-                devices = list(group) or (list(self.config.devices) or None)
-                self._pools[group] = EvalPool(self.config.workers, devices=devices)
+                self._pools[group] = open_evaluator(self.config, list(group) or None)
             return self._pools[group]
 
     def _not_started(self, path: Path) -> TaskOutcome | None:
@@ -292,9 +315,12 @@ class SuiteRunner:
         """
         if self.device_groups:
             jobs = min(jobs, len(self.device_groups))
-        self._pools = {} if jobs <= 1 or self.device_groups else None
+        ray = self.config.executor == "ray"
+        self._pools = {} if jobs <= 1 or self.device_groups or ray else None
         failed = True
         try:
+            if ray:  # started before the first task: a cluster that cannot start stops here
+                self._pool(())
             outcomes = self._run_all(paths, jobs)
             failed = False
             return outcomes
@@ -365,6 +391,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     )
     if len(summary.get("levels", {})) > 1:
         lines += [level_line(n, lv) for n, lv in summary["levels"].items()]
+    if len(summary.get("environments", {})) > 1:  # a mixed cluster: each GPU model on its own
+        lines += [level_line(f"on {k}", g) for k, g in summary["environments"].items()]
     if summary["correct"] and not summary["timed"]:
         lines.append(
             "no timings here (Triton interpreter): fast_p above 0 and speedups need a CUDA GPU"
@@ -433,10 +461,13 @@ def cmd_suite(args: argparse.Namespace) -> int:
         paths = find_tasks(args.tasks)
     except SuiteError as e:
         raise UserError(str(e)) from None
-    config = workers_per_job(run_config(args), args.jobs, cuda_available())
+    config = run_config(args)
+    ray = config.executor == "ray"
+    if not ray:  # a cluster's actors are one per GPU or core, whatever the jobs
+        config = workers_per_job(config, args.jobs, cuda_available())
     no_gpu_note()
     groups = None
-    if args.jobs > 1 and cuda_available():
+    if args.jobs > 1 and cuda_available() and not ray:
         import torch
 
         gpus = torch.cuda.device_count()
@@ -460,7 +491,10 @@ def cmd_suite(args: argparse.Namespace) -> int:
     for pattern in args.redo:
         if not any(fnmatch.fnmatchcase(label, pattern) for label in labels):
             print(f"kernelwright: note: --redo {pattern!r} matches no task here", file=sys.stderr)
-    outcomes = runner.run(paths, jobs=args.jobs)
+    try:
+        outcomes = runner.run(paths, jobs=args.jobs)
+    except ExecutorError as e:
+        raise UserError(str(e)) from None
     left = [o for o in outcomes if o.not_started]
     outcomes = [o for o in outcomes if not o.not_started]
     print()

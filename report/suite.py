@@ -28,6 +28,9 @@ def suite_row(task: str, result: EvalResult | None) -> dict[str, Any]:
         "speedup_compiled": finite(result.speedup_compiled),
         "roofline_fraction": finite(result.roofline.fraction) if result.roofline else None,
         "limiter": result.roofline.limiter if result.roofline else None,
+        # The GPU model and versions its times come from (Environment.key): speedups of two
+        # environments are never compared as one, so the report groups tasks by it.
+        "environment": result.environment.key,
         **memory_fields(result),
     }
 
@@ -50,6 +53,9 @@ def normal_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "evaluator_errors": int(row.get("evaluator_errors") or 0),
         "candidate_peak_bytes": row.get("candidate_peak_bytes"),
         "reference_peak_bytes": row.get("reference_peak_bytes"),
+        "environment": row.get("environment") or "",
+        # Where its candidates ran on a cluster ("node GPU 3"); empty on the local pool.
+        "ran_on": list(row.get("ran_on") or []),
     }
 
 
@@ -66,12 +72,17 @@ def suite_summary(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """
     normal = [normal_row(r) for r in rows]
     levels: dict[str, list[dict[str, Any]]] = {}
+    environments: dict[str, list[dict[str, Any]]] = {}
     for r in normal:
         if "/" in r["task"]:  # KernelBench's layout: "level1/01_relu"
             levels.setdefault(r["task"].split("/", 1)[0], []).append(r)
+        if r["environment"]:
+            environments.setdefault(r["environment"], []).append(r)
     whole = _level_summary(normal)  # tasks, correct and geometric means, as for each level
     return {
         "levels": {name: _level_summary(group) for name, group in sorted(levels.items())},
+        # Per GPU model and versions (a mixed cluster): each one's own geometric means.
+        "environments": {key: _level_summary(group) for key, group in sorted(environments.items())},
         **whole,
         "correctness_rate": whole["correct"] / len(normal) if normal else None,
         "fast_p": fast_p_summary(normal),
@@ -131,7 +142,26 @@ def _summary_rows(summary: Mapping[str, Any]) -> list[list[str]]:
     rows.append(["Task errors (the reference itself fails)", str(summary["task_errors"])])
     for name, level in summary.get("levels", {}).items():
         rows.append([f"By level: {name}", _level_text(level)])
+    if len(summary.get("environments", {})) > 1:
+        for key, group in summary["environments"].items():
+            rows.append([f"On {key}", _level_text(group)])
     return rows
+
+
+_GPU_HEADERS = ("GPU and versions", "Where (node, GPU)", "Tasks")
+
+
+def _gpu_rows(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Which GPUs ran which task: one row per environment (GPU model and versions)."""
+    grouped: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r["environment"]:
+            grouped.setdefault(r["environment"], []).append(r)
+    out = []
+    for key, group in sorted(grouped.items()):
+        places = sorted({p for r in group for p in r["ran_on"]})
+        out.append([key, ", ".join(places) or "this machine", ", ".join(r["task"] for r in group)])
+    return out
 
 
 _TASK_HEADERS = (
@@ -174,11 +204,13 @@ def write_suite_report(
     rows = sorted((normal_row(r) for r in rows), key=lambda r: r["task"])
     summary = suite_summary(rows)
     plot = plot_suite(rows, out / "suite_speedups.png")
+    gpus = _gpu_rows(rows)
     md = out / "suite.md"
     md.write_text(
         f"# {title}\n\n{md_table(('Metric', 'Value'), _summary_rows(summary))}\n\n"
         f"![Speedup per task]({plot.name})\n\n## Tasks\n\n"
         f"{md_table(_TASK_HEADERS, [_task_cells(r, r['status']) for r in rows])}\n"
+        + (f"\n## GPUs\n\n{md_table(_GPU_HEADERS, gpus)}\n" if gpus else "")
     )
     kernels = [kernel_view(r["task"], str(r["kernel"]), r["status"]) for r in rows if r["kernel"]]
     page = out / "suite.html"
@@ -190,6 +222,8 @@ def write_suite_report(
             png=png_base64(plot),
             task_headers=_TASK_HEADERS,
             tasks=[_task_cells(r, badge(r["status"])) for r in rows],
+            gpu_headers=_GPU_HEADERS,
+            gpus=gpus,
             kernels=kernels,
         )
     )

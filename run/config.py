@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..cluster import EXECUTORS
 from ..sandbox.contract import DType, PrecisionPolicy
 from .shrink import CPU_INPUT_BYTES
 
@@ -76,6 +77,13 @@ class RunConfig:
     # concurrent tasks never time on the same GPU; belongs to the invocation, not to the run
     # (a resumed run takes the resuming invocation's).
     devices: tuple[str, ...] = ()
+    # Where candidates are evaluated (cluster/): "local" (this machine's pool) or "ray" (one actor
+    # per GPU of a Ray cluster at ray_address, else RAY_ADDRESS, else a Ray started here), and
+    # how often a job lost with its actor (or node) is sent again before it reads `crashed`.
+    # Like devices, these belong to the invocation: a resumed run takes the resuming one's.
+    executor: str = "local"
+    ray_address: str | None = None
+    max_retries: int = 2
     # Launch-constant sweep of correct candidates (`# tune:` comments); at most this many extra
     # evaluations per candidate, since each one costs a full correctness check.
     tune: bool = True
@@ -104,6 +112,11 @@ class RunConfig:
     def max_output_tokens_for(self, role: Role) -> int | None:
         return getattr(self, f"{role}_max_output_tokens") or self.max_output_tokens
 
+    def invocation(self) -> dict[str, Any]:
+        """The fields that belong to an invocation, not to a run: where it evaluates. A resumed
+        run takes the resuming invocation's."""
+        return {name: getattr(self, name) for name in INVOCATION_FIELDS}
+
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
 
@@ -119,6 +132,8 @@ class RunConfig:
         return cls(**fields)
 
 
+INVOCATION_FIELDS = ("devices", "executor", "ray_address", "max_retries")
+
 # The smallest value of each knob that still means something: `rounds = 0` would still run a
 # round (the critic counts a round after it ran), `trials = 0` would verify nothing.
 MINIMUMS: dict[str, float] = {
@@ -127,6 +142,7 @@ MINIMUMS: dict[str, float] = {
     "patience": 1,
     "trials": 1,
     "workers": 1,
+    "max_retries": 0,
     "budget_tokens": 1,
     "tune_limit": 0,
     "cpu_input_bytes": 1,
@@ -142,6 +158,8 @@ def value_problem(name: str, value: Any) -> str | None:
         from ..decisions import BASELINES
 
         return None if value in BASELINES else f"must be one of {', '.join(BASELINES)}"
+    if name == "executor":
+        return None if value in EXECUTORS else f"must be one of {', '.join(EXECUTORS)}"
     if value is None or name not in (*MINIMUMS, *POSITIVE):
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:

@@ -25,7 +25,7 @@ import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .bounded import bounded_static_check
 from .config import EvalConfig
@@ -230,9 +230,12 @@ class EvalPool:
         """Queue a baseline measurement; the Future's result is a Baseline."""
         return self._submit("baseline", task, "", config or EvalConfig())
 
-    def describe(self) -> Environment:
+    def describe(self, task=None) -> Environment:
         """The environment results of this pool will carry (GPU, versions); starts a worker if
-        none has started, so result caches can be looked up before anything is evaluated."""
+        none has started, so result caches can be looked up before anything is evaluated.
+
+        `task` is for executors whose workers differ (a mixed Ray cluster: the environment its
+        jobs go to); every worker of one pool shares one environment."""
         if self.environment is not None:
             return self.environment
         future: concurrent.futures.Future = concurrent.futures.Future()
@@ -525,38 +528,59 @@ class EvalPool:
         )
 
     def _identity(self, job: _Job) -> dict[str, Any]:
-        t = job.task
-        if t is None:  # a ping: no task
-            return {"task": "", "task_hash": "", "dtype": job.config.dtype, "shape_overrides": {}}
-        effective = dataclasses.replace(t, overrides={**t.overrides, **job.config.shapes})
-        return {
-            "task": t.name,
-            "task_hash": effective.hash,
-            "dtype": job.config.dtype,
-            "shape_overrides": dict(effective.overrides),
-        }
+        return job_identity(job.task, job.config)
 
     def _failure(self, job: _Job, status: Status, rule: str | None, message: str):
-        identity = self._identity(job)
         env = self.environment or Environment()
-        if job.kind == "baseline":
-            identity.pop("shape_overrides")
-            return Baseline(
-                status=status if status in ("timeout", "crashed") else "error",
-                message=message,
-                environment=env,
-                task=identity["task"],
-                task_hash=identity["task_hash"],
-                dtype=identity["dtype"],
-            )
-        return EvalResult(
-            status=status,
-            rule=rule,
-            message=message,
-            source_hash=source_hash(job.source),
-            environment=env,
-            **identity,
+        return failure_result(
+            job.kind, job.task, job.source, job.config, status, rule, message, env
         )
+
+
+def job_identity(task, config: EvalConfig) -> dict[str, Any]:
+    """The identity fields every result of `task` under `config` carries (None: a ping)."""
+    if task is None:
+        return {"task": "", "task_hash": "", "dtype": config.dtype, "shape_overrides": {}}
+    effective = dataclasses.replace(task, overrides={**task.overrides, **config.shapes})
+    return {
+        "task": task.name,
+        "task_hash": effective.hash,
+        "dtype": config.dtype,
+        "shape_overrides": dict(effective.overrides),
+    }
+
+
+def failure_result(
+    kind: str,
+    task,
+    source: str,
+    config: EvalConfig,
+    status: Status,
+    rule: str | None,
+    message: str,
+    env: Environment,
+) -> EvalResult | Baseline:
+    """The result of a job the evaluator could not finish: an EvalResult for "evaluate", a
+    Baseline for "baseline" (the pool's and a cluster executor's, one form)."""
+    identity = job_identity(task, config)
+    if kind == "baseline":
+        identity.pop("shape_overrides")
+        return Baseline(
+            status=status if status in ("timeout", "crashed") else "error",
+            message=message,
+            environment=env,
+            task=identity["task"],
+            task_hash=identity["task_hash"],
+            dtype=identity["dtype"],
+        )
+    return EvalResult(
+        status=status,
+        rule=rule,
+        message=message,
+        source_hash=source_hash(source),
+        environment=env,
+        **identity,
+    )
 
 
 def _phase_text(phase: str) -> str:
@@ -573,8 +597,22 @@ def _environment(data: dict[str, Any]) -> Environment:
     return Environment(**data)
 
 
-# Pools not closed yet, for cancel_open_pools() (a suite's Ctrl-C reaches the main thread only).
-_open_pools: weakref.WeakSet[EvalPool] = weakref.WeakSet()
+class _Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+# Pools not closed yet, for cancel_open_pools() (a suite's Ctrl-C reaches the main thread only):
+# EvalPools, and the evaluators of other executors (cluster/) through track_open_pool.
+_open_pools: weakref.WeakSet[_Cancellable] = weakref.WeakSet()
+
+
+def track_open_pool(pool: _Cancellable) -> None:
+    """Have cancel_open_pools() cancel `pool` too, until untrack_open_pool (or its collection)."""
+    _open_pools.add(pool)
+
+
+def untrack_open_pool(pool: _Cancellable) -> None:
+    _open_pools.discard(pool)
 
 
 def cancel_open_pools() -> None:

@@ -16,11 +16,12 @@ STATUSES: tuple[str, ...] = typing.get_args(Status)
 
 # Whose failure a verdict is. The evaluator's own: a bug in kernelwright ("evaluator", from the
 # worker's or the pool's catch-all), a worker that never started ("worker-start"), a reply the
-# pool could not trust ("protocol"); nothing was learned about the candidate. The task's: its
+# pool could not trust ("protocol"), a job a cluster executor lost with every actor it ran on
+# ("executor", cluster/); nothing was learned about the candidate. The task's: its
 # reference fails at its own shape ("task"), so no candidate can be judged. Anything else is the
 # candidate's verdict.
 Fault = Literal["candidate", "evaluator", "task"]
-EVALUATOR_RULES = frozenset({"evaluator", "worker-start", "protocol"})
+EVALUATOR_RULES = frozenset({"evaluator", "worker-start", "protocol", "executor"})
 
 
 def fault_of(status: str, rule: str | None) -> Fault:
@@ -253,6 +254,11 @@ class Environment(_Capped):
     ] = ()  # which sandbox layers were active ("bubblewrap", "seccomp", ...)
     # Why a layer did not hold here (no bubblewrap, user namespaces refused): one line for eval.
     sandbox_note: str = ""
+    # Where it ran on a cluster (`--executor ray`): the machine's hostname and the GPU's index on
+    # it ("" on the local pool, whose machine is the caller's). Not part of `key`: two H200s
+    # with the same versions give comparable times.
+    node: str = ""
+    gpu_index: str = ""
 
     @property
     def key(self) -> str:

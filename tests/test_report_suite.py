@@ -46,6 +46,7 @@ def test_suite_row_from_results():
         "speedup_compiled": 1.2,
         "roofline_fraction": 0.6,
         "limiter": "memory",
+        "environment": "NVIDIA H100|torch 2.11.0|triton 3.6.0",
         "candidate_peak_bytes": None,
         "reference_peak_bytes": None,
     }
@@ -130,3 +131,27 @@ def test_the_suite_table_shows_both_peaks(tmp_path):
     assert (rows[0]["candidate_peak_bytes"], rows[0]["reference_peak_bytes"]) == (3 * 2**30, 2**31)
     text = write_suite_report(rows, tmp_path)["markdown"].read_text()
     assert "Peak memory (candidate / reference)" in text and "3.00 / 2.00 GiB" in text
+
+
+def test_a_mixed_cluster_suite_says_which_gpus_ran_what_and_sums_each_apart(tmp_path):
+    """Rows from two GPU models (a mixed Ray cluster): the summary has one line per model, whose
+    geometric means are its own tasks' only, and a GPUs table names the nodes and tasks."""
+    h100, a100 = "NVIDIA H100|torch 2.11.0|triton 3.6.0", "NVIDIA A100|torch 2.11.0|triton 3.6.0"
+    rows = [
+        {"task": "a", "correct": True, "speedup_eager": 2.0, "environment": h100,
+         "ran_on": ["node1 GPU 0"]},
+        {"task": "b", "correct": True, "speedup_eager": 8.0, "environment": h100,
+         "ran_on": ["node1 GPU 1"]},
+        {"task": "c", "correct": True, "speedup_eager": 1.5, "environment": a100,
+         "ran_on": ["node2 GPU 0"]},
+    ]  # fmt: skip
+    summary = suite_summary(rows)
+    assert summary["environments"][h100]["geomean_speedup_eager"] == pytest.approx(4.0)
+    assert summary["environments"][a100]["geomean_speedup_eager"] == pytest.approx(1.5)
+    md = write_suite_report(rows, tmp_path)["markdown"].read_text()
+    a100, h100 = a100.replace("|", "\\|"), h100.replace("|", "\\|")  # as markdown cells
+    assert f"| {a100} | node2 GPU 0 | c |" in md
+    assert f"| {h100} | node1 GPU 0, node1 GPU 1 | a, b |" in md
+    assert f"| On {a100} | 1 task, 1 correct, geomean 1.50x vs eager" in md
+    one = write_suite_report(rows[:1], tmp_path / "one")["markdown"].read_text()
+    assert "| On " not in one and "| this machine |" not in one  # one model: no split

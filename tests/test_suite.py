@@ -206,17 +206,24 @@ def test_a_resumed_run_keeps_its_settings_but_takes_this_invocations_gpus(tmp_pa
     class Stop(Exception):
         pass
 
-    def pool(workers=None, devices=None):
-        pools.append(devices)
+    def pool(config, devices=None):
+        pools.append(list(config.devices) or None)
+        executors.append((config.executor, config.ray_address, config.rounds))
         raise Stop  # enough: the run was opened and its pool asked for
 
-    monkeypatch.setattr(graph, "EvalPool", pool)
+    executors: list = []
+    monkeypatch.setattr(graph, "open_evaluator", pool)
     with pytest.raises(Stop):
         graph.optimize(RunConfig(out_dir=str(tmp_path)), resume=rundir.run_id)
     assert pools == [None]  # this invocation named no GPUs: all of them, not the run's cuda:3
     with pytest.raises(Stop):
         graph.optimize(RunConfig(out_dir=str(tmp_path), devices=("cuda:1",)), resume=rundir.run_id)
     assert pools[-1] == ["cuda:1"]
+    # The executor is the invocation's too (resumed on a cluster); the search keeps its own.
+    here = RunConfig(out_dir=str(tmp_path), executor="ray", ray_address="head:6379")
+    with pytest.raises(Stop):
+        graph.optimize(here, resume=rundir.run_id)
+    assert executors[-1] == ("ray", "head:6379", 2)
 
 
 @pytest.mark.gpu
@@ -339,6 +346,7 @@ def test_a_task_without_candidate_says_why_and_levels_are_summed_apart(tmp_path)
         "note": "nothing to fuse: sort",
         "evaluator_errors": 0,
         "run_id": "r",
+        "ran_on": [],
     }
     ok = {"correct": True, "speedup_eager": 2.0, "speedup_compiled": 1.0}
     lines = summary_lines(suite_summary([row, {"task": "level1/01_relu", **ok}]))
