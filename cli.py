@@ -386,6 +386,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", metavar="RUN", help="run id (under --out) or run directory")
     p.add_argument("--to", required=True, metavar="FILE.py", help="the module to write")
     p.add_argument("--out", default="runs", help="directory of run directories (default ./runs)")
+    p.add_argument(
+        "--guard",
+        action="store_true",
+        help="wrap it in the runtime guard (kernelwright.runtime): shadow checks against the "
+        "task's Model, fallback, the verified shapes and dtype written in",
+    )
     p.set_defaults(func=_command("export", "cmd_export"))
 
     return parser

@@ -425,6 +425,12 @@ class Guard(nn.Module):
             load_parameters(self.reference, self._canary.module)
         return missing
 
+    def sync_reference(self) -> list[str]:
+        """Copy the kernel's weights into the reference (by name where shapes match, else in
+        order); returns the reference's names that found no match. For modules built apart
+        from one another, whose random initial weights differ."""
+        return load_parameters(self.optimized, self.reference)
+
     def expose_prometheus(self, registry: Any = None) -> None:
         """Publish this guard's counters in a prometheus_client registry (the default one when
         None); see runtime/prometheus.py."""
