@@ -432,6 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run id (under --out) or run directory; else a task of the store: its current version",
     )
     p.add_argument("--to", required=True, metavar="FILE.py", help="the module to write")
+    p.add_argument(
+        "--guard",
+        action="store_true",
+        help="wrap it in the runtime guard (kernelwright.runtime): shadow checks against the "
+        "task's Model, fallback, the verified shapes and dtype written in",
+    )
     _add_place_options(p)
     _add_version_selectors(p)
     p.set_defaults(func=_command("export", "cmd_export"), out="runs")

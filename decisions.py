@@ -1,5 +1,6 @@
 """The decisions, in one place: which candidate is best, what counts as a regression, fast_p, the
-verdict text, a run's true status, and what a run judged its candidates at.
+verdict text, a run's true status, what a run judged its candidates at, and whether the runtime
+guard promotes a canary kernel.
 
 Pure functions on plain data (numbers, mappings, sequences, run.json as read), so that the agents,
 the store, the suite, the nightly job and the reports all decide the same way. Imports only the
@@ -128,6 +129,39 @@ def slowdown(latest: Mapping[str, Any], previous: Mapping[str, Any]) -> float | 
     if now_x and then_x:
         return then_x / now_x - 1.0
     return None
+
+
+def canary_decision(
+    *,
+    calls: int,
+    faults: int,
+    canary_s: float | None,
+    control_s: float | None,
+    timed: int,
+    min_calls: int,
+    max_faults: int,
+    max_latency_ratio: float,
+) -> tuple[str, str]:
+    """("promote" | "rollback" | "hold", why) for a canary kernel in the runtime guard.
+
+    `faults`: its shadow-check mismatches, NaN/Inf and exceptions; `canary_s` and `control_s`:
+    median device times of the canary and of the current kernel over the calls timed side by
+    side (`timed`: the fewer of the two counts). More faults than `max_faults` roll it back at
+    once; with `min_calls` calls and as many timed pairs, it is promoted when its median is
+    within `max_latency_ratio` of the current kernel's (1.0: no slower), else rolled back.
+    """
+    if faults > max_faults:
+        return "rollback", f"{faults} faulty calls of {calls} (at most {max_faults} allowed)"
+    if calls < min_calls or timed < min_calls:
+        return "hold", f"{calls} calls, {timed} timed of the {min_calls} needed"
+    canary, control = finite(canary_s), finite(control_s)
+    if canary is None or not control:
+        return "hold", "no latency measured yet"
+    ratio = canary / control
+    figures = f"median {canary * 1e6:.1f} us vs {control * 1e6:.1f} us ({ratio:.3f}x)"
+    if ratio <= max_latency_ratio:
+        return "promote", f"{calls} calls, no fault past the limit, {figures}"
+    return "rollback", f"slower than allowed ({max_latency_ratio:.2f}x): {figures}"
 
 
 def measured(row: Mapping[str, Any]) -> bool:

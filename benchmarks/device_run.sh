@@ -9,7 +9,7 @@
 # Then the device call carries [".whl", ".deb", "shared"] (shared/kernelbench copied into the
 # checkout's ignored shared/ for the suite step) and runs:
 #   bash benchmarks/device_run.sh [STEP ...]
-# with STEP among: gpu (pytest -m gpu; gpu-a and gpu-b are its two halves), zoo, harness, memory, suite1/suite2/suite3 (KernelBench
+# with STEP among: gpu (pytest -m gpu; gpu-a and gpu-b are its two halves), zoo, harness, runtime (the runtime guard's overhead), memory, suite1/suite2/suite3 (KernelBench
 # level 1/2/3, full size), ray (benchmarks/ray_bench.py: the Ray path's overhead, verdicts and
 # times against the local pool; needs Ray's wheels: `bash ../shared/device/wheels.sh ray`).
 # Everything it prints also lands in $OUT/device_run.log.
@@ -41,6 +41,8 @@ steps=("$@")
             gpu-b) python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_nightly.py \
                 tests/test_optimize_gpu.py tests/test_suite.py tests/test_zoo.py ;;
             zoo) python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py tests/test_remote.py ;;
+            # The runtime guard's unsampled-call overhead (issue 18: < 2% on the H200).
+            runtime) python3 benchmarks/runtime_bench.py ;;
             harness) python3 benchmarks/harness_bench.py --results "${OUT:-/tmp}/RESULTS-harness.md" ;;
             ray) python3 benchmarks/ray_bench.py --results "${OUT:-/tmp}/RESULTS-ray.md" ;;
             memory)

@@ -1,11 +1,13 @@
 """Export: a run's winning ModelNew, with its tuned launch constants, as one standalone module
-that imports nothing but torch, triton and the standard library."""
+that imports nothing but torch, triton and the standard library; with --guard, wrapped in the
+runtime guard (kernelwright.runtime) with the task's reference Model and the verified envelope."""
 
 from __future__ import annotations
 
 import argparse
 import ast
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,7 +104,7 @@ class ModelNew(_KwModelNew):  # noqa: F811 (the kernel's ModelNew, guarded)
 """
 
 
-def header(run: dict, key: str, tuned: dict[str, int], summary: str) -> str:
+def header(run: dict, key: str, tuned: dict[str, int], summary: str, guarded: bool = False) -> str:
     env = run.get("environment") or {}
     where = env.get("gpu") or "CPU (Triton interpreter: correctness only)"
     constants = ", ".join(f"{k}={v}" for k, v in sorted(tuned.items())) or (
@@ -114,17 +116,24 @@ def header(run: dict, key: str, tuned: dict[str, int], summary: str) -> str:
         f"Verified: {summary}.",
         f"Measured on {where}, torch {env.get('torch', '?')}, triton {env.get('triton', '?')}.",
         f"Tuned launch constants: {constants}.",
-        "Standalone: needs only torch and triton. Use it as the task's Model:",
+        (
+            "Guarded: needs torch, triton and kernelwright (kernelwright.runtime, the guard at the"
+            " end). Use it as the task's Model:"
+            if guarded
+            else "Standalone: needs only torch and triton. Use it as the task's Model:"
+        ),
         "ModelNew(*get_init_inputs())(*get_inputs()).",
         "Forward only: its kernels define no backward; backward() through an output raises an",
         "error saying so (the guard at the end). Train with the task's reference Model and load",
-        "its state_dict into ModelNew for inference.",
+        "its state_dict into ModelNew for inference"
+        + (" with ModelNew.load_weights(state_dict)." if guarded else "."),
     ]
     return "".join(f"# {line}\n" for line in lines) + "\n"
 
 
-def export_run(run_dir: Path, to: str | os.PathLike[str]) -> Exported:
-    """Write the run's winner to `to`; ExportError when it has none."""
+def export_run(run_dir: Path, to: str | os.PathLike[str], guard: bool = False) -> Exported:
+    """Write the run's winner to `to` (behind the runtime guard with `guard`); ExportError when
+    it has none."""
     run = read_run(run_dir)
     winner = best_files(run_dir) if run.get("best") else None
     if winner is None or not winner.result.ok:
@@ -139,12 +148,22 @@ def export_run(run_dir: Path, to: str | os.PathLike[str]) -> Exported:
         )
     tuned = dict((run.get("best") or {}).get("tuned") or {})
     source = without_best_header(winner.source).rstrip() + "\n"
-    return _write_module(run, winner.key, tuned, winner.result.summary(), source, to)
+    tail = runtime_guard(run_dir, run, winner.result) if guard else None
+    return _write_module(run, winner.key, tuned, winner.result.summary(), source, to, tail)
 
 
-def export_current(store, task: str, to: str | os.PathLike[str], **selectors) -> Exported:
+def export_current(
+    store,
+    task: str,
+    to: str | os.PathLike[str],
+    out: str = "runs",
+    guard: bool = False,
+    **selectors,
+) -> Exported:
     """Write TASK's current version in the store (commands.versions.one_key picks it: --env,
-    --variant) to `to`, with its latest verdict; UserError when the store has none."""
+    --variant) to `to`, with its latest verdict; UserError when the store has none. With
+    `guard`, the version's run directory (under `out`) gives the guard its reference and
+    envelope."""
     from .versions import one_key, where
 
     key, versions = one_key(
@@ -166,21 +185,103 @@ def export_current(store, task: str, to: str | os.PathLike[str], **selectors) ->
     }
     key_text = f"v{current.version}, the current version for {where(key)}"
     source = without_best_header(best.source).rstrip() + "\n"
-    done = _write_module(run, key_text, {}, best.result.summary(), source, to)
+    tail = None
+    if guard:
+        try:
+            run_dir = find_run_dir(current.run_id or "-", out)
+        except ExportError:
+            raise ExportError(
+                f"--guard needs the run directory of v{current.version} (run "
+                f"{current.run_id or 'unknown'}) under {out}: the task's Model and the verified "
+                "shapes come from it"
+            ) from None
+        tail = runtime_guard(run_dir, read_run(run_dir), best.result)
+    done = _write_module(run, key_text, {}, best.result.summary(), source, to, tail)
     return Exported(done.path, done.run_id, key_text, {})
 
 
 def _write_module(
-    run: dict, key: str, tuned: dict[str, int], summary: str, source: str, to
+    run: dict, key: str, tuned: dict[str, int], summary: str, source: str, to, guard_tail=None
 ) -> Exported:
-    guard = FORWARD_ONLY_GUARD.replace("{run_id}", str(run["run_id"]))
-    text = header(run, key, tuned, summary) + source + guard
+    """The module file: header, the kernel, the forward-only guard, and the runtime guard's
+    block (`guard_tail`) when exporting behind it."""
+    forward_only = FORWARD_ONLY_GUARD.replace("{run_id}", str(run["run_id"]))
+    text = header(run, key, tuned, summary, guard_tail is not None) + source + forward_only
+    text += guard_tail or ""
     path = Path(to)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
     return Exported(path, run["run_id"], key, tuned)
+
+
+# Appended with --guard: ModelNew becomes a runtime Guard (kernelwright.runtime) around the
+# kernel, with the task's Model as the reference (its source below, executed in a module of its
+# own so that its names cannot clash with the kernel's) and the envelope the evaluator verified.
+RUNTIME_GUARD = """
+
+# -- kernelwright: runtime guard ------------------------------------------------------------------
+import types as _kw_types
+
+from kernelwright.runtime import Envelope as _KwEnvelope
+from kernelwright.runtime import Guard as _KwGuard
+
+# The inputs the kernel was verified on (run {run_id}: {shapes}); a call outside runs the
+# reference. A dimension the evaluator checked at several sizes is None (any); widen by editing.
+KERNELWRIGHT_ENVELOPE = _KwEnvelope.from_dict({envelope})
+# The guard's settings (see kernelwright.runtime.Guard): edit to taste.
+KERNELWRIGHT_GUARD = {options}
+_KW_REFERENCE_SOURCE = {reference}
+
+
+def _kw_reference():
+    module = _kw_types.ModuleType("kernelwright_reference_{task}")
+    exec(compile(_KW_REFERENCE_SOURCE, "<kernelwright reference: {task}>", "exec"), module.__dict__)
+    return module
+
+
+_KW_REFERENCE = _kw_reference()
+_KwKernel = ModelNew
+
+
+class ModelNew(_KwGuard):  # noqa: F811 (the kernel behind the runtime guard)
+    \"\"\"The kernel, shadow-checked against the task's Model; load a trained Model's weights
+    with load_weights(model.state_dict()).\"\"\"
+
+    def __init__(self, *args, **kwargs):
+        kernel = _KwKernel(*args, **kwargs)
+        reference = _KW_REFERENCE.Model(*args, **kwargs)
+        super().__init__(reference, kernel, envelope=KERNELWRIGHT_ENVELOPE, **KERNELWRIGHT_GUARD)
+        self.sync_reference()  # the same weights in both until load_weights
+"""
+
+
+def runtime_guard(run_dir: Path, run: dict, result) -> str:
+    """The RUNTIME_GUARD block for this run: the task's source as the reference, the envelope of
+    the shapes the winner was verified at (its result's), the run's dtype and device."""
+    from ..runtime.verified import task_envelope
+
+    task_py = RunDir(run_dir).task_py
+    if not task_py.is_file():
+        raise ExportError(f"run {run['run_id']}: no {task_py.name} in its directory to guard with")
+    shapes = list(result.correctness.shapes) if result.correctness else []
+    dtype = (run.get("config") or {}).get("dtype", "fp32")
+    device = "cuda" if (run.get("environment") or {}).get("gpu") else "cpu"
+    envelope = task_envelope(task_py, shapes, dtype, device)
+    options = {"name": run.get("task_name", "kernel"), "version": str(run["run_id"])}
+    options |= {"dtype": dtype, "shadow_rate": 0.01, "on_mismatch": "fallback"}
+    fields = {
+        "run_id": str(run["run_id"]),
+        "shapes": "; ".join(", ".join(f"{k}={v}" for k, v in s.items()) for s in shapes)
+        or "the task's own sizes",
+        "envelope": repr(envelope.to_dict()),
+        "options": repr(options),
+        "reference": repr(task_py.read_text()),
+        "task": "".join(c if c.isalnum() else "_" for c in str(run.get("task_name", "task"))),
+    }
+    # One pass: what is put in (the task's source) is never searched for placeholders itself.
+    return re.sub(r"\{(\w+)\}", lambda m: fields.get(m[1], m[0]), RUNTIME_GUARD)
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -193,10 +294,18 @@ def _export(args: argparse.Namespace) -> Exported:
         if store is None:
             raise
         try:
-            return export_current(store, args.run, args.to, env=args.env, variant=args.variant)
+            return export_current(
+                store,
+                args.run,
+                args.to,
+                out=args.out,
+                guard=getattr(args, "guard", False),
+                env=args.env,
+                variant=args.variant,
+            )
         except UserError as e:
             raise ExportError(f"{no_run}; and {e}") from None
-    return export_run(run_dir, args.to)
+    return export_run(run_dir, args.to, getattr(args, "guard", False))
 
 
 def _store_with_versions(args: argparse.Namespace):
@@ -218,5 +327,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     except ExportError as e:
         raise UserError(str(e)) from None
     tuned = ", ".join(f"{k}={v}" for k, v in sorted(done.tuned.items())) or "as written"
-    print(f"wrote {done.path}: ModelNew of run {done.run_id} ({done.key}), constants {tuned}")
+    guarded = " behind the runtime guard" if getattr(args, "guard", False) else ""
+    print(
+        f"wrote {done.path}: ModelNew of run {done.run_id} ({done.key}){guarded}, constants {tuned}"
+    )
     return EXIT_OK

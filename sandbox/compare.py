@@ -125,7 +125,9 @@ def check_structure(out: Any, ref: Any, path: str = "out") -> tuple[str, str] | 
     return None
 
 
-def compare(out: Any, ref: Any, dtype, ref64: Any = None) -> Mismatch | None:
+def compare(
+    out: Any, ref: Any, dtype, ref64: Any = None, tol: tuple[float, float] | None = None
+) -> Mismatch | None:
     """How `out` differs from `ref` beyond the tolerance of `dtype`, or None when it does not.
 
     Full-tensor, in float64 chunks of CHUNK_ELEMENTS on the reference's device. NaN and Inf must
@@ -145,6 +147,9 @@ def compare(out: Any, ref: Any, dtype, ref64: Any = None) -> Mismatch | None:
     the rounding of its largest output (~half an ulp), so an element may be off by ~2 ulps of
     the output's largest magnitude (2.4e-7 x max|out| in fp32): past the 1e-4 atol only for
     outputs beyond ~400, where 1e-4 is a few ulps anyway.
+
+    tol: (atol, rtol) for floating leaves instead of the dtype's (the runtime guard's rtol/atol
+    arguments); integer and bool leaves stay exact.
     """
     refs64 = flatten_outputs(ref64) if ref64 is not None else None
     for k, ((name, o), (_, r)) in enumerate(zip(flatten_outputs(out), flatten_outputs(ref))):
@@ -152,9 +157,9 @@ def compare(out: Any, ref: Any, dtype, ref64: Any = None) -> Mismatch | None:
             r64 = refs64[k][1] if refs64 is not None and k < len(refs64) else None
             if not isinstance(r64, torch.Tensor) or not r.dtype.is_floating_point:
                 r64 = None
-            m = _compare_tensor(name, o, r, tolerance(dtype, r.dtype), r64)
+            m = _compare_tensor(name, o, r, _leaf_tolerance(dtype, r.dtype, tol), r64)
         else:
-            m = _compare_value(name, o, r, tolerance(dtype, torch.float64))
+            m = _compare_value(name, o, r, _leaf_tolerance(dtype, torch.float64, tol))
         if m is not None:
             return m
     return None
@@ -174,6 +179,11 @@ def tolerance(dtype, out_dtype: torch.dtype | None = None) -> tuple[float, float
     if out_dtype is not None and not (out_dtype.is_floating_point or out_dtype.is_complex):
         return EXACT
     return TOLERANCES[_as_dtype(dtype)]
+
+
+def _leaf_tolerance(dtype, out_dtype: torch.dtype, tol: tuple[float, float] | None):
+    exact = not (out_dtype.is_floating_point or out_dtype.is_complex)
+    return tolerance(dtype, out_dtype) if tol is None or exact else tol
 
 
 def rel_error(out: Any, ref64: Any) -> float:

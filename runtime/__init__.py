@@ -1,0 +1,27 @@
+"""The production side of a kernelwright kernel: the runtime guard (shadow checks against the
+PyTorch reference, fallback, canary, logs and counters).
+
+Imports torch, triton and kernelwright's sealed evaluator modules (the tolerance table and the
+comparison of sandbox/compare.py, their one home), never the agent stack:
+
+    from kernelwright.runtime import guard
+    model = guard(Model(*init), ModelNew(*init), shadow_rate=0.01)
+"""
+
+from __future__ import annotations
+
+from .canary import CanaryPolicy, Decision
+from .envelope import Envelope, TensorSpec, ValueSpec
+from .guard import COUNTERS, Guard, GuardMismatch, guard
+
+__all__ = [
+    "COUNTERS",
+    "CanaryPolicy",
+    "Decision",
+    "Envelope",
+    "Guard",
+    "GuardMismatch",
+    "TensorSpec",
+    "ValueSpec",
+    "guard",
+]

@@ -1,0 +1,195 @@
+"""The verified envelope: what inputs a kernel was checked on (dtype, device, shape, layout), as
+data, and the cheap metadata check that sends a call outside it to the reference.
+
+An envelope is a list of per-input specs, one per positional argument of forward:
+
+    Envelope([TensorSpec("float32", (None, 300)), ValueSpec("int", 3)])
+
+`None` in a shape is "any size here" (a dynamic batch dimension); a dimension given as an int
+must match exactly. `contiguous=True` asks for a contiguous tensor; False accepts any strides.
+The check reads tensor metadata only (no data, no device synchronisation): ~1 us per input on
+CPython. `Envelope.from_examples` builds one from the inputs a kernel was verified on (the
+evaluator's shapes, as `kernelwright export --guard` does): a dimension that differed between the
+verified shapes is written as None, one that never did stays exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+# dtype names as torch spells them after "torch." (float32, bfloat16, int64...), for JSON.
+_DTYPES: dict[str, torch.dtype] = {
+    name: d for name in dir(torch) if isinstance(d := getattr(torch, name), torch.dtype)
+}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """ "float32" for torch.float32: the spelling an envelope stores."""
+    return str(dtype).removeprefix("torch.")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor input: its dtype, device type ("cuda", "cpu"), shape (None: any size there)
+    and whether it must be contiguous."""
+
+    dtype: str
+    shape: tuple[int | None, ...]
+    device: str | None = None  # None: any device type
+    contiguous: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r} in a TensorSpec (use e.g. 'float32')")
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "_torch_dtype", _DTYPES[self.dtype])
+
+    def mismatch(self, x: Any, where: str) -> str | None:
+        """Why `x` is outside this spec, or None."""
+        if not isinstance(x, torch.Tensor):
+            return f"{where} is a {type(x).__name__}, verified as a tensor"
+        if x.dtype is not self._torch_dtype:  # type: ignore[attr-defined]
+            return f"{where} is {dtype_name(x.dtype)}, verified as {self.dtype}"
+        if self.device is not None and x.device.type != self.device:
+            return f"{where} is on {x.device.type}, verified on {self.device}"
+        if x.layout is not torch.strided:
+            return f"{where} has layout {x.layout}, verified as strided"
+        shape = x.shape
+        if len(shape) != len(self.shape):
+            return f"{where} has {len(shape)} dims {tuple(shape)}, verified as {self.shape_text()}"
+        for got, want in zip(shape, self.shape):
+            if want is not None and got != want:
+                return f"{where} has shape {tuple(shape)}, verified as {self.shape_text()}"
+        if self.contiguous and not x.is_contiguous():
+            return f"{where} is not contiguous (strides {x.stride()}), verified contiguous"
+        return None
+
+    def shape_text(self) -> str:
+        return "(" + ", ".join("*" if d is None else str(d) for d in self.shape) + ")"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "tensor",
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "device": self.device,
+            "contiguous": self.contiguous,
+        }
+
+
+@dataclass(frozen=True)
+class ValueSpec:
+    """One non-tensor input (an int, a float, a flag): its type, and its value when it was the
+    same in every verified input (None: any value of that type)."""
+
+    type: str  # "int", "float", "bool", "str", "NoneType"...
+    value: Any = None
+    exact: bool = True
+
+    def mismatch(self, x: Any, where: str) -> str | None:
+        if type(x).__name__ != self.type:
+            return f"{where} is a {type(x).__name__}, verified as a {self.type}"
+        if self.exact and x != self.value:
+            return f"{where} is {x!r}, verified at {self.value!r}"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "value", "type": self.type, "value": self.value, "exact": self.exact}
+
+
+Spec = TensorSpec | ValueSpec
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The inputs a kernel was verified for: one spec per positional argument of forward.
+    Keyword arguments are outside it (a call with any falls back)."""
+
+    inputs: tuple[Spec, ...]
+
+    def __init__(self, inputs: Sequence[Spec]):
+        object.__setattr__(self, "inputs", tuple(inputs))
+
+    def mismatch(self, args: tuple, kwargs: dict) -> str | None:
+        """Why a call with these arguments is outside the envelope, or None when it is inside."""
+        if kwargs:
+            return f"keyword arguments {sorted(kwargs)}: verified with positional inputs only"
+        if len(args) != len(self.inputs):
+            return f"{len(args)} inputs, verified with {len(self.inputs)}"
+        for i, (x, spec) in enumerate(zip(args, self.inputs)):
+            problem = spec.mismatch(x, f"input {i}")
+            if problem:
+                return problem
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"inputs": [s.to_dict() for s in self.inputs]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Envelope:
+        specs: list[Spec] = []
+        for d in data["inputs"]:
+            if d["kind"] == "tensor":
+                specs.append(
+                    TensorSpec(
+                        d["dtype"], tuple(d["shape"]), d.get("device"), d.get("contiguous", True)
+                    )
+                )
+            elif d["kind"] == "value":
+                specs.append(ValueSpec(d["type"], d.get("value"), d.get("exact", True)))
+            else:
+                raise ValueError(f"unknown input kind {d['kind']!r} in an envelope")
+        return cls(specs)
+
+    @classmethod
+    def from_examples(
+        cls, examples: Sequence[Sequence[Any]], device: str | None = None
+    ) -> Envelope:
+        """The envelope of these verified input lists (one per verified shape): dtypes and ranks
+        must agree; a dimension or value that differed between them becomes "any". `device`:
+        the device type the kernel runs on (the examples may live on meta)."""
+        if not examples:
+            raise ValueError("an envelope needs at least one verified input list")
+        counts = {len(e) for e in examples}
+        if len(counts) != 1:
+            raise ValueError(f"verified input lists of different lengths: {sorted(counts)}")
+        return cls([_merged([e[i] for e in examples], i, device) for i in range(counts.pop())])
+
+
+def signature(args: tuple, kwargs: dict | None = None) -> list[str]:
+    """A short description of a call's inputs for the log: ["float32[4, 300] cuda", "int"]."""
+    items = [*args, *(kwargs or {}).values()]
+    return [_describe(x) for x in items[:16]] + (["..."] if len(items) > 16 else [])
+
+
+def _describe(x: Any) -> str:
+    if not isinstance(x, torch.Tensor):
+        return type(x).__name__
+    layout = "" if x.is_contiguous() else " strided"
+    return f"{dtype_name(x.dtype)}{list(x.shape)} {x.device.type}{layout}"
+
+
+def _merged(values: list[Any], i: int, device: str | None) -> Spec:
+    first = values[0]
+    if isinstance(first, torch.Tensor):
+        if not all(isinstance(v, torch.Tensor) for v in values):
+            raise ValueError(f"input {i} is a tensor in some verified inputs only")
+        dtypes = {v.dtype for v in values}
+        ranks = {v.dim() for v in values}
+        if len(dtypes) != 1 or len(ranks) != 1:
+            raise ValueError(f"input {i} has different dtypes or ranks across verified inputs")
+        dims = zip(*(tuple(v.shape) for v in values))
+        shape = tuple(d[0] if len(set(d)) == 1 else None for d in dims)
+        contiguous = all(v.is_contiguous() for v in values)
+        return TensorSpec(dtype_name(first.dtype), shape, device or first.device.type, contiguous)
+    kinds = {type(v).__name__ for v in values}
+    if len(kinds) != 1:
+        raise ValueError(f"input {i} has different types across verified inputs: {sorted(kinds)}")
+    same = all(v == first for v in values)
+    if not isinstance(first, (int, float, bool, str, type(None))):
+        return ValueSpec(type(first).__name__, None, exact=False)
+    return ValueSpec(type(first).__name__, first if same else None, exact=same)

@@ -1,0 +1,524 @@
+"""The runtime guard: runs an optimized kernel in production with its PyTorch reference one step
+away: shadow checks on a sampled fraction of calls, falling back to the reference on a mismatch,
+an exception, NaN/Inf the reference does not have, or inputs outside the verified envelope, a
+canary for a new kernel version, structured logs and counters.
+
+The unsampled path costs one uncontended lock (twice), one RNG draw, the envelope's metadata
+check and two perf_counter reads: no device synchronisation and no copy. Sampled calls clone the
+inputs (the reference must see them as the kernel got them), run both modules, time the kernel
+with CUDA events and compare on the device: those calls synchronise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from ..sandbox.compare import TOLERANCES, check_structure, compare, mismatch_rule, tolerance
+from ..sandbox.task import load_parameters
+from .canary import Canary, CanaryPolicy, Decision
+from .envelope import Envelope, signature
+from .latency import LatencyLog, device_of, device_time
+
+logger = logging.getLogger("kernelwright.runtime")
+
+OnMismatch = Literal["fallback", "call", "raise"]
+CheckFinite = Literal["sampled", "always"]
+ON_MISMATCH: tuple[str, ...] = ("fallback", "call", "raise")
+# Distinct out-of-envelope signatures logged at WARNING; later ones, and repeats, at DEBUG.
+_WARN_SIGNATURES = 64
+
+
+class GuardMismatch(RuntimeError):
+    """on_mismatch="raise": the kernel disagreed with the reference (or raised, or gave NaN)."""
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    kind: Literal["ok", "mismatch", "nonfinite"]
+    reason: str = ""
+
+
+class Guard(nn.Module):
+    """An nn.Module that runs `optimized` and falls back to `reference` when it cannot be trusted.
+
+    Both modules are submodules (`.to()`, `.eval()`, `.cuda()` reach them); their weights are the
+    caller's to keep equal (`load_weights` loads one state_dict into both, and into a canary).
+    """
+
+    def __init__(
+        self,
+        reference: nn.Module,
+        optimized: nn.Module,
+        *,
+        shadow_rate: float = 0.01,
+        rtol: float | None = None,
+        atol: float | None = None,
+        on_mismatch: OnMismatch = "fallback",
+        canary: tuple | None = None,
+        envelope: Envelope | None = None,
+        check_finite: CheckFinite = "sampled",
+        dtype: torch.dtype | str | None = None,
+        clone_inputs: bool = True,
+        name: str = "kernel",
+        version: str = "1",
+        canary_policy: CanaryPolicy | None = None,
+        seed: int = 0,
+    ):
+        super().__init__()
+        if not 0.0 <= shadow_rate <= 1.0:
+            raise ValueError(f"shadow_rate must be within [0, 1], got {shadow_rate}")
+        if on_mismatch not in ON_MISMATCH:
+            raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, got {on_mismatch!r}")
+        if check_finite not in ("sampled", "always"):
+            raise ValueError(f"check_finite must be 'sampled' or 'always', got {check_finite!r}")
+        self.reference, self.optimized = reference, optimized
+        self.shadow_rate, self.rtol, self.atol = shadow_rate, rtol, atol
+        self.on_mismatch, self.check_finite = on_mismatch, check_finite
+        self.envelope, self.dtype, self.clone_inputs = envelope, dtype, clone_inputs
+        self.name, self.version = name, version
+        self.canary_policy = canary_policy or CanaryPolicy()
+        self._lock = threading.Lock()
+        self._rng = random.Random(seed)
+        self._tripped: str | None = None  # why every call goes to the reference, or None
+        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._host = LatencyLog()  # the optimized kernel's unsampled calls, host wall time
+        self._device = LatencyLog()  # its sampled calls, device time (CUDA events on a GPU)
+        self._canary: Canary | None = None
+        self.decisions: list[Decision] = []
+        self._warned: set[tuple[str, ...]] = set()
+        if canary is not None:
+            self.set_canary(*canary)
+
+    # -- the call ----------------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        outside = self.envelope.mismatch(args, kwargs) if self.envelope is not None else None
+        with self._lock:
+            self._counts["calls"] += 1
+            route, module, canary = self._route(outside)
+        if route == "plain":
+            return self._plain(module, args, kwargs)
+        if route == "tripped":
+            return self.reference(*args, **kwargs)
+        if route == "outside":
+            self._outside(outside or "", args, kwargs)
+            return self.reference(*args, **kwargs)
+        if route == "canary" and canary is not None:
+            return self._canary_call(canary, args, kwargs)
+        if route == "control" and canary is not None:
+            return self._control_call(module, canary, args, kwargs)
+        return self._shadow(module, args, kwargs)
+
+    def _route(self, outside: str | None) -> tuple[str, nn.Module, Canary | None]:
+        """Where this call goes; under the lock."""
+        module, canary = self.optimized, self._canary
+        if self._tripped is not None:
+            self._counts["fallbacks"] += 1
+            return "tripped", module, None
+        if outside is not None:
+            self._counts["out_of_envelope"] += 1
+            self._counts["fallbacks"] += 1
+            return "outside", module, None
+        if canary is not None:
+            u = self._rng.random()
+            if u < canary.fraction:
+                return "canary", module, canary
+            if u < 2 * canary.fraction:  # a control group of the same size, timed the same way
+                return "control", module, canary
+        if self.shadow_rate and self._rng.random() < self.shadow_rate:
+            self._counts["shadow_checks"] += 1
+            return "shadow", module, None
+        return "plain", module, None
+
+    def _plain(self, module: nn.Module, args: tuple, kwargs: dict) -> Any:
+        t0 = time.perf_counter()
+        try:
+            out = module(*args, **kwargs)
+        except Exception as e:
+            return self._kernel_raised(e, args, kwargs)
+        seconds = time.perf_counter() - t0
+        with self._lock:
+            self._host.add(seconds)
+        if self.check_finite == "always" and _has_nonfinite(out):
+            return self._judge_nonfinite(out, args, kwargs)
+        return out
+
+    def _shadow(self, module: nn.Module, args: tuple, kwargs: dict) -> Any:
+        ref_args, ref_kwargs = self._pristine(args, kwargs)
+        try:
+            with device_time(device_of(args, kwargs)) as took:
+                out = module(*args, **kwargs)
+        except Exception as e:
+            return self._kernel_raised(e, ref_args, ref_kwargs)
+        with self._lock:
+            self._device.add(took[0])
+        ref = self._reference_or_none(ref_args, ref_kwargs, args, kwargs)
+        if ref is None:
+            return out
+        verdict = self._compare(out, ref)
+        if verdict.kind == "ok":
+            return out
+        return self._failed(verdict.kind, verdict.reason, ref, args, kwargs)
+
+    # -- failures ----------------------------------------------------------------------------------
+    def _kernel_raised(self, error: Exception, args: tuple, kwargs: dict) -> Any:
+        reason = f"{type(error).__name__}: {error}"[:500]
+        with self._lock:
+            self._counts["errors"] += 1
+        if self.on_mismatch == "raise":
+            self._event("error", logging.ERROR, reason, args, kwargs)
+            raise GuardMismatch(f"{self.name} v{self.version} raised: {reason}") from error
+        ref = self.reference(*args, **kwargs)
+        self._fall_back("error", reason, args, kwargs)
+        return ref
+
+    def _failed(self, kind: str, reason: str, ref: Any, args: tuple, kwargs: dict) -> Any:
+        with self._lock:
+            self._counts["mismatches" if kind == "mismatch" else "nonfinite"] += 1
+        if self.on_mismatch == "raise":
+            self._event(kind, logging.ERROR, reason, args, kwargs)
+            raise GuardMismatch(f"{self.name} v{self.version}: {reason}")
+        self._fall_back(kind, reason, args, kwargs)
+        return ref
+
+    def _fall_back(self, kind: str, reason: str, args: tuple, kwargs: dict) -> None:
+        """This call returns the reference's result; with on_mismatch="fallback" every later
+        call does too, until reset()."""
+        with self._lock:
+            self._counts["fallbacks"] += 1
+            trips = self.on_mismatch == "fallback" and self._tripped is None
+            if trips:
+                self._tripped = f"{kind}: {reason}"
+        self._event(kind, logging.ERROR, reason, args, kwargs, tripped=trips)
+        if trips:
+            self._event("fallback", logging.ERROR, f"every call now runs the reference ({kind})")
+
+    def _judge_nonfinite(self, out: Any, args: tuple, kwargs: dict) -> Any:
+        """check_finite="always" found NaN/Inf: the reference decides whether it should be there.
+        (The kernel ran on these inputs already; a kernel verified not to write them is trusted
+        not to have.)"""
+        ref = self._reference_or_none(args, kwargs, args, kwargs)
+        if ref is None:
+            return out
+        verdict = self._compare(out, ref)
+        if verdict.kind == "ok":
+            return out
+        return self._failed(verdict.kind, verdict.reason, ref, args, kwargs)
+
+    def _outside(self, reason: str, args: tuple, kwargs: dict) -> None:
+        sig = tuple(signature(args, kwargs))
+        with self._lock:
+            first = sig not in self._warned and len(self._warned) < _WARN_SIGNATURES
+            if first:
+                self._warned.add(sig)
+        level = logging.WARNING if first else logging.DEBUG
+        if logger.isEnabledFor(level):
+            self._event("out-of-envelope", level, reason, args, kwargs)
+
+    def _reference_or_none(self, ref_args, ref_kwargs, args, kwargs) -> Any:
+        """The reference's output, or None when the reference itself raised (logged, counted:
+        the kernel's output cannot be judged, and is returned)."""
+        try:
+            return self.reference(*ref_args, **ref_kwargs)
+        except Exception as e:
+            with self._lock:
+                self._counts["reference_errors"] += 1
+            self._event(
+                "reference-error", logging.WARNING, f"{type(e).__name__}: {e}", args, kwargs
+            )
+            return None
+
+    # -- comparing ---------------------------------------------------------------------------------
+    def _compare(self, out: Any, ref: Any) -> _Verdict:
+        """The evaluator's comparison (sandbox/compare.py): structure first, then every element
+        within the dtype's atol/rtol (or the guard's), NaN/Inf at the same positions."""
+        with torch.no_grad():
+            problem = check_structure(out, ref)
+            if problem is not None:
+                return _Verdict("mismatch", f"{problem[0]}: {problem[1]}")
+            dtype = self._dtype_of(ref)
+            m = compare(out, ref, dtype, tol=self._tolerance(dtype))
+        if m is None:
+            return _Verdict("ok")
+        kind = "nonfinite" if mismatch_rule(m) == "nan" else "mismatch"
+        reason = (
+            f"{m.output}: {m.count} of {m.total} elements off (max abs err {m.max_abs_err:.3g}, "
+            f"max rel err {m.max_rel_err:.3g}"
+            + (f", first at {list(m.first_bad[0][0])}: {m.first_bad[0][1]!r} vs "
+               f"{m.first_bad[0][2]!r})" if m.first_bad else ")")
+        )  # fmt: skip
+        return _Verdict(kind, reason)
+
+    def _dtype_of(self, ref: Any) -> torch.dtype:
+        if self.dtype is not None:
+            from ..sandbox.task import as_dtype
+
+            return as_dtype(self.dtype)
+        for t in _tensors(ref):
+            if t.dtype in TOLERANCES:
+                return t.dtype
+        return torch.float32
+
+    def _tolerance(self, dtype: torch.dtype) -> tuple[float, float] | None:
+        if self.rtol is None and self.atol is None:
+            return None
+        atol, rtol = tolerance(dtype)
+        return (atol if self.atol is None else self.atol, rtol if self.rtol is None else self.rtol)
+
+    def _pristine(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        if not self.clone_inputs:
+            return args, kwargs
+        return tuple(map(_clone, args)), {k: _clone(v) for k, v in kwargs.items()}
+
+    # -- the canary --------------------------------------------------------------------------------
+    def set_canary(self, module: nn.Module, fraction: float, version: str | None = None) -> None:
+        """Route `fraction` of the calls to `module` (shadow-checked, timed with CUDA events
+        beside as many calls of the current kernel) until it is promoted or rolled back."""
+        if not 0.0 < fraction <= 0.5:
+            raise ValueError(f"a canary's fraction must be within (0, 0.5], got {fraction}")
+        canary = Canary(module, fraction, version or f"{self.version}-canary")
+        with self._lock:
+            self._canary = canary
+            self.canary_module = module  # a submodule, so .to()/.eval() reach it
+        self._event(
+            "canary-start", logging.INFO, f"{fraction:.3g} of calls", version=canary.version
+        )
+
+    def _canary_call(self, canary: Canary, args: tuple, kwargs: dict) -> Any:
+        ref_args, ref_kwargs = self._pristine(args, kwargs)
+        try:
+            with device_time(device_of(args, kwargs)) as took:
+                out = canary.module(*args, **kwargs)
+        except Exception as e:
+            out, took = e, []
+        ref = self.reference(*ref_args, **ref_kwargs)
+        if isinstance(out, Exception):
+            verdict = _Verdict("mismatch", f"{type(out).__name__}: {out}"[:500])
+        else:
+            verdict = self._compare(out, ref)
+        with self._lock:
+            canary.record(took[0] if took else None, verdict.kind != "ok")
+        if verdict.kind != "ok":
+            self._event("canary-fault", logging.WARNING, verdict.reason, args, kwargs)
+        self._auto_decide(canary)
+        return out if verdict.kind == "ok" else ref
+
+    def _control_call(self, module: nn.Module, canary: Canary, args: tuple, kwargs: dict) -> Any:
+        try:
+            with device_time(device_of(args, kwargs)) as took:
+                out = module(*args, **kwargs)
+        except Exception as e:
+            return self._kernel_raised(e, args, kwargs)
+        with self._lock:
+            canary.control.add(took[0])
+            self._device.add(took[0])
+        self._auto_decide(canary)
+        return out
+
+    def _auto_decide(self, canary: Canary) -> None:
+        if not self.canary_policy.auto:
+            return
+        with self._lock:
+            if self._canary is not canary:
+                return  # decided by another thread meanwhile
+            action, reason = canary.decide(self.canary_policy)
+        if action == "promote":
+            self._apply("promote", reason, canary)
+        elif action == "rollback":
+            self._apply("rollback", reason, canary)
+
+    def canary_decision(self) -> tuple[str, str]:
+        """What the thresholds say now: ("promote" | "rollback" | "hold", why)."""
+        with self._lock:
+            if self._canary is None:
+                return "hold", "no canary"
+            return self._canary.decide(self.canary_policy)
+
+    def promote(self, force: bool = False) -> Decision:
+        """Swap the canary into the optimized slot, when its thresholds say so (or `force`)."""
+        with self._lock:
+            canary = self._canary
+            if canary is None:
+                raise RuntimeError(f"guard {self.name}: no canary to promote")
+            action, reason = canary.decide(self.canary_policy)
+        if action != "promote" and not force:
+            raise RuntimeError(f"guard {self.name}: canary not promoted: {action}: {reason}")
+        return self._apply(
+            "promote", reason if action == "promote" else f"forced ({reason})", canary
+        )
+
+    def rollback(self, reason: str = "manual") -> Decision:
+        """Drop the canary; the current kernel keeps every call."""
+        with self._lock:
+            canary = self._canary
+        if canary is None:
+            raise RuntimeError(f"guard {self.name}: no canary to roll back")
+        return self._apply("rollback", reason, canary)
+
+    def _apply(self, action: str, reason: str, canary: Canary) -> Decision:
+        with self._lock:
+            if self._canary is not canary:  # another thread decided first
+                return self.decisions[-1]
+            decision = canary.decision(action, reason, from_version=self.version)
+            self._canary = None
+            del self.canary_module
+            if action == "promote":
+                self.optimized, self.version = canary.module, canary.version
+                self._host, self._device = LatencyLog(), LatencyLog()
+            self.decisions.append(decision)
+        self._event(f"canary-{action}", logging.WARNING, reason, version=canary.version)
+        return decision
+
+    # -- state -------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Send calls to the optimized kernel again after a fallback (counters are kept)."""
+        with self._lock:
+            was, self._tripped = self._tripped, None
+        self._event("reset", logging.WARNING, f"was: {was}" if was else "was not falling back")
+
+    @property
+    def falling_back(self) -> str | None:
+        """Why every call runs the reference, or None when the kernel runs."""
+        return self._tripped
+
+    def stats(self) -> dict[str, Any]:
+        """Counters, latency (host wall time of unsampled calls; device time of sampled ones),
+        the fallback state, the canary and the decisions."""
+        with self._lock:
+            canary = self._canary.summary() if self._canary is not None else None
+            return {
+                "name": self.name,
+                "version": self.version,
+                **self._counts,
+                "falling_back": self._tripped,
+                "latency": {"host": self._host.summary(), "device": self._device.summary()},
+                "canary": canary,
+                "decisions": [d.to_dict() for d in self.decisions],
+            }
+
+    def metrics(self) -> tuple[dict[str, int], LatencyLog, bool]:
+        """(counters, a copy of the host latency log, falling back): what Prometheus scrapes."""
+        with self._lock:
+            host = LatencyLog()
+            host.buckets, host.count, host.sum = (
+                list(self._host.buckets),
+                self._host.count,
+                self._host.sum,
+            )
+            return dict(self._counts), host, self._tripped is not None
+
+    def load_weights(self, state_dict: dict[str, torch.Tensor]) -> list[str]:
+        """Load the reference's state_dict (a trained Model's) into the reference (strictly) and
+        into the kernel and the canary (by name where shapes match, else in order, as the
+        evaluator does); returns the kernel's names that found no match."""
+        self.reference.load_state_dict(state_dict)
+        missing = load_parameters(self.reference, self.optimized)
+        if self._canary is not None:
+            load_parameters(self.reference, self._canary.module)
+        return missing
+
+    def sync_reference(self) -> list[str]:
+        """Copy the kernel's weights into the reference (by name where shapes match, else in
+        order); returns the reference's names that found no match. For modules built apart
+        from one another, whose random initial weights differ."""
+        return load_parameters(self.optimized, self.reference)
+
+    def expose_prometheus(self, registry: Any = None) -> None:
+        """Publish this guard's counters in a prometheus_client registry (the default one when
+        None); see runtime/prometheus.py."""
+        from .prometheus import register
+
+        register(self, registry)
+
+    def _event(
+        self,
+        event: str,
+        level: int,
+        reason: str = "",
+        args: tuple | None = None,
+        kwargs: dict | None = None,
+        **extra: Any,
+    ) -> None:
+        """One JSON line on the "kernelwright.runtime" logger."""
+        if not logger.isEnabledFor(level):
+            return
+        with self._lock:
+            counts = dict(self._counts)
+        record = {
+            "event": event,
+            "time": time.time(),
+            "guard": self.name,
+            "version": self.version,
+            "reason": reason,
+            **({"inputs": signature(args, kwargs)} if args is not None else {}),
+            "counters": counts,
+            **extra,
+        }
+        logger.log(level, json.dumps(record, default=str))
+
+
+COUNTERS = (
+    "calls",
+    "shadow_checks",
+    "mismatches",
+    "nonfinite",
+    "errors",
+    "fallbacks",
+    "out_of_envelope",
+    "reference_errors",
+)
+
+
+def guard(
+    reference: nn.Module,
+    optimized: nn.Module,
+    *,
+    shadow_rate: float = 0.01,
+    rtol: float | None = None,
+    atol: float | None = None,
+    on_mismatch: OnMismatch = "fallback",
+    canary: tuple | None = None,
+    **options: Any,
+) -> Guard:
+    """`optimized` behind the runtime guard, with `reference` one step away (see Guard)."""
+    return Guard(
+        reference,
+        optimized,
+        shadow_rate=shadow_rate,
+        rtol=rtol,
+        atol=atol,
+        on_mismatch=on_mismatch,
+        canary=canary,
+        **options,
+    )
+
+
+def _tensors(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [t for v in out for t in _tensors(v)]
+    if isinstance(out, dict):
+        return [t for v in out.values() for t in _tensors(v)]
+    return []
+
+
+def _has_nonfinite(out: Any) -> bool:
+    """Any NaN/Inf in a floating output (one synchronisation per tensor)."""
+    return any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in _tensors(out))
+
+
+def _clone(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (tuple, list)):
+        return type(x)(_clone(v) for v in x)
+    return x
