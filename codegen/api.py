@@ -19,13 +19,14 @@ from .assemble import assemble
 from .gather import fuse_gathers
 from .group_writer import Emitted, GroupWriter
 from .ir import Graph
+from .kernel_conv import write_conv
 from .kernel_matmul import write_matmul
 from .kernel_pointwise import write_pointwise
 from .kernel_row import write_row
 from .kernel_split import write_split
 from .layout import in_memory_order
 from .normalize import normalize
-from .partition import MATMUL, POINTWISE, ROW, SPLIT, Group, partition
+from .partition import CONV, MATMUL, POINTWISE, ROW, SPLIT, Group, partition
 from .pyforward import ForwardWriter, forward_args, init_source
 from .symbolic import bind_constants
 from .trace import Unsupported, build_model, propagate, trace
@@ -35,7 +36,13 @@ DTYPES = torch_dtypes()
 # Moving the constructor arguments costs two more builds of the model; past this many seconds
 # for one build (level-3 recurrent models on meta tensors), they are checked instead.
 MOVED_ARGUMENTS_MAX_S = 10.0
-WRITERS = {POINTWISE: write_pointwise, ROW: write_row, SPLIT: write_split, MATMUL: write_matmul}
+WRITERS = {
+    POINTWISE: write_pointwise,
+    ROW: write_row,
+    SPLIT: write_split,
+    MATMUL: write_matmul,
+    CONV: write_conv,
+}
 
 
 @dataclass(frozen=True)
