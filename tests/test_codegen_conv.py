@@ -75,3 +75,17 @@ def test_padding_modes_other_than_zeros_stay_torch(tmp_path):
     result = generate(path)
     assert result.source is not None and "self.conv(x)" in result.source
     assert "CONV_IMPL" not in result.tunables
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("impl", [1, 2])
+def test_evaluator_accepts_the_triton_kernels(impl):
+    """The file the sweep tries for CONV_IMPL=1/2 passes the evaluator: static checks, guard,
+    the other-shape variant, drift (the default, torch's, is in test_codegen_evaluate)."""
+    from kernelwright.agents.tester import with_values
+    from kernelwright.sandbox import EvalConfig, evaluate
+
+    for name in ("conv_strided_groups", "conv_transpose"):
+        source = with_values(generate(task_path(name)).source, {"CONV_IMPL": impl})
+        verdict = evaluate(task_path(name), source, EvalConfig(trials=2, drift_calls=2))
+        assert verdict.status == "ok", f"{name}: {verdict.status} {verdict.rule}: {verdict.message}"
