@@ -223,12 +223,15 @@ def _render(
         if not groups and not calls:
             raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
         launchers: dict[int, tuple[str, list]] = {}
+        # Convolutions with nothing fused after them and no other kernel: their torch path
+        # would leave a forward that launches no kernel (kernel_conv.py).
+        alone = not calls and all(g.kind == CONV and not _has_pointwise(g) for g in groups)
         for g in groups:
-            key = _structure(g, dtype)
+            key = _structure(g, dtype, alone)
             if key in seen:  # the same group in both modes: one kernel
                 e = seen[key]
             else:
-                e = seen[key] = _emit(g, dtype, titles)
+                e = seen[key] = _emit(g, dtype, titles, alone)
                 emitted.append(e)
                 summaries.append(e.summary)
             launchers[id(g)] = (e.launcher, e.outputs)
@@ -243,19 +246,23 @@ def _render(
     return assemble(emitted, helper_classes, model_new, dtype), summaries, tunables
 
 
-def _emit(g: Group, dtype: str, titles: set[str]) -> Emitted:
+def _has_pointwise(g: Group) -> bool:
+    return any(n.kind == "pw" for n in g.nodes)
+
+
+def _emit(g: Group, dtype: str, titles: set[str], alone: bool) -> Emitted:
     titles.update(h.lstrip("_") for h in ops.HELPERS)  # launcher names must not shadow helpers
     base = _title(g)
     title, i = base, 2
     while title in titles:
         title, i = f"{base}_{i}", i + 1
     titles.add(title)
-    return WRITERS[g.kind](GroupWriter(in_memory_order(g), title, dtype))
+    return WRITERS[g.kind](GroupWriter(in_memory_order(g), title, dtype, alone))
 
 
-def _structure(g: Group, dtype: str) -> str:
+def _structure(g: Group, dtype: str, alone: bool) -> str:
     """The group's code under a fixed name: equal for the same group in train and eval mode."""
-    e = WRITERS[g.kind](GroupWriter(in_memory_order(g), "group", dtype))
+    e = WRITERS[g.kind](GroupWriter(in_memory_order(g), "group", dtype, alone))
     outs = ",".join(o.name for o in e.outputs)
     return outs + "\n" + "\n".join("\n".join(b) for b in e.blocks)
 

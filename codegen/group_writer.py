@@ -27,10 +27,12 @@ class Emitted:
 
 
 class GroupWriter:
-    def __init__(self, g: Group, title: str, dtype: str) -> None:
+    def __init__(self, g: Group, title: str, dtype: str, alone: bool = False) -> None:
         self.g = g
         self.title = title
         self.dtype = dtype  # the run's dtype name: picks tile defaults
+        # The group is all the forward's kernel work: it must launch one whatever its tunables.
+        self.alone = alone
         self.body = Body()
         self.members = g.members()
         self.tensors = [n for n in g.inputs if n.kind != SCALAR_KIND]

@@ -297,7 +297,8 @@ def _torch_path(
     w: GroupWriter, conv: Node, transposed: bool, rank: int, names: dict[str, Node]
 ) -> tuple[list[str], Emitted | None, set[str]]:
     """The launcher's CONV_IMPL == 0 branch: F.conv{rank}d (F.conv_transpose{rank}d), then the
-    group's pointwise ops as one pointwise kernel (kernel_pointwise); none without them."""
+    group's pointwise ops as one pointwise kernel (kernel_pointwise) when there are any; none
+    when the group is the forward's only kernel work and has no pointwise ops."""
     x, weight, bias = conv.args[:3]
     geo = [names[k].name for k in ("stride", "padding")]
     if transposed:
@@ -311,11 +312,13 @@ def _torch_path(
     )
     outs = ", ".join(o.name for o in w.g.outputs)
     pointwise = [n for n in w.g.nodes if n.kind == PW]
-    if not pointwise:
-        # No epilogue: the torch path would be eager itself, which the baseline already times
-        # (and the evaluator refuses a forward that launches no kernel). Triton only; CONV_IMPL
-        # 0 then multiplies like 1.
+    if not pointwise and w.alone:
+        # The forward's only work: its torch path would be eager itself, which the baseline
+        # times already (and the evaluator refuses a forward that launches no kernel). Triton
+        # only; CONV_IMPL 0 then multiplies like 1.
         return [], None, set()
+    if not pointwise:
+        return render(_TORCH_PATH, conv=conv_call, epilogue=[], outs=outs), None, set()
     sub = _epilogue_group(w.g, conv, pointwise)
     e = write_pointwise(GroupWriter(sub, f"{w.title}_epilogue", w.dtype))
     args = [t.name for t in sub.inputs if t.kind != "scalar"]

@@ -89,3 +89,14 @@ def test_evaluator_accepts_the_triton_kernels(impl):
         source = with_values(generate(task_path(name)).source, {"CONV_IMPL": impl})
         verdict = evaluate(task_path(name), source, EvalConfig(trials=2, drift_calls=2))
         assert verdict.status == "ok", f"{name}: {verdict.status} {verdict.rule}: {verdict.message}"
+
+
+def test_conv_before_other_kernels_keeps_the_torch_path(tmp_path):
+    """A conv with nothing fused after it keeps cuDNN as an option when another kernel runs (a
+    softmax after it); alone in the forward it has none (it would launch no kernel)."""
+    path = tmp_path / "conv_softmax.py"
+    source = Path(task_path("conv3d")).read_text()
+    path.write_text(source.replace("torch.relu(self.conv(x) * 2.0)", "self.conv(x).softmax(1)"))
+    src = generate(path).source
+    assert "if CONV_IMPL == 0:" in src and "F.conv3d(" in src
+    assert "if CONV_IMPL == 0:" not in generate(task_path("conv_only")).source
