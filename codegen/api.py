@@ -19,6 +19,7 @@ from .assemble import assemble
 from .gather import fuse_gathers
 from .group_writer import Emitted, GroupWriter
 from .ir import Graph
+from .kernel_conv import write_conv
 from .kernel_matmul import write_matmul
 from .kernel_pointwise import write_pointwise
 from .kernel_row import write_row
@@ -26,7 +27,7 @@ from .kernel_row_split import takes_split
 from .kernel_split import write_split
 from .layout import in_memory_order
 from .normalize import normalize
-from .partition import MATMUL, POINTWISE, ROW, SPLIT, Group, partition
+from .partition import CONV, MATMUL, POINTWISE, ROW, SPLIT, Group, partition
 from .pyforward import ForwardWriter, forward_args, init_source
 from .symbolic import bind_constants
 from .trace import Unsupported, build_model, propagate, trace
@@ -36,7 +37,13 @@ DTYPES = torch_dtypes()
 # Moving the constructor arguments costs two more builds of the model; past this many seconds
 # for one build (level-3 recurrent models on meta tensors), they are checked instead.
 MOVED_ARGUMENTS_MAX_S = 10.0
-WRITERS = {POINTWISE: write_pointwise, ROW: write_row, SPLIT: write_split, MATMUL: write_matmul}
+WRITERS = {
+    POINTWISE: write_pointwise,
+    ROW: write_row,
+    SPLIT: write_split,
+    MATMUL: write_matmul,
+    CONV: write_conv,
+}
 
 
 @dataclass(frozen=True)
@@ -229,6 +236,9 @@ def _render(
         if not groups and not calls:
             raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
         launchers: dict[int, tuple[str, list]] = {}
+        # Convolutions with nothing fused after them and no other kernel: their torch path
+        # would leave a forward that launches no kernel (kernel_conv.py).
+        alone = not calls and all(g.kind == CONV and not _has_pointwise(g) for g in groups)
         for g in groups:
             split = False
             if g.kind == ROW:
@@ -236,11 +246,11 @@ def _render(
                     splits.append(takes_split(g.geometry))
                 split = splits[row_groups] if row_groups < len(splits) else False
                 row_groups += 1
-            key = _structure(g, dtype, split)
+            key = _structure(g, dtype, split, alone)
             if key in seen:  # the same group in both modes: one kernel
                 e = seen[key]
             else:
-                e = seen[key] = _emit(g, dtype, titles, split)
+                e = seen[key] = _emit(g, dtype, titles, split, alone)
                 emitted.append(e)
                 summaries.append(e.summary)
             launchers[id(g)] = (e.launcher, e.outputs)
@@ -255,19 +265,25 @@ def _render(
     return assemble(emitted, helper_classes, model_new, dtype), summaries, tunables
 
 
-def _emit(g: Group, dtype: str, titles: set[str], split: bool = False) -> Emitted:
+def _has_pointwise(g: Group) -> bool:
+    return any(n.kind == "pw" for n in g.nodes)
+
+
+def _emit(
+    g: Group, dtype: str, titles: set[str], split: bool = False, alone: bool = False
+) -> Emitted:
     titles.update(h.lstrip("_") for h in ops.HELPERS)  # launcher names must not shadow helpers
     base = _title(g)
     title, i = base, 2
     while title in titles:
         title, i = f"{base}_{i}", i + 1
     titles.add(title)
-    return WRITERS[g.kind](GroupWriter(in_memory_order(g), title, dtype, split))
+    return WRITERS[g.kind](GroupWriter(in_memory_order(g), title, dtype, split, alone))
 
 
-def _structure(g: Group, dtype: str, split: bool = False) -> str:
+def _structure(g: Group, dtype: str, split: bool = False, alone: bool = False) -> str:
     """The group's code under a fixed name: equal for the same group in train and eval mode."""
-    e = WRITERS[g.kind](GroupWriter(in_memory_order(g), "group", dtype, split))
+    e = WRITERS[g.kind](GroupWriter(in_memory_order(g), "group", dtype, split, alone))
     outs = ",".join(o.name for o in e.outputs)
     return outs + "\n" + "\n".join("\n".join(b) for b in e.blocks)
 

@@ -27,12 +27,16 @@ class Emitted:
 
 
 class GroupWriter:
-    def __init__(self, g: Group, title: str, dtype: str, split_rows: bool = False) -> None:
+    def __init__(
+        self, g: Group, title: str, dtype: str, split_rows: bool = False, alone: bool = False
+    ) -> None:
         self.g = g
         # A row group: whether its file carries the split path for few long rows.
         self.split_rows = split_rows
         self.title = title
         self.dtype = dtype  # the run's dtype name: picks tile defaults
+        # The group is all the forward's kernel work: it must launch one whatever its tunables.
+        self.alone = alone
         self.body = Body()
         self.members = g.members()
         self.tensors = [n for n in g.inputs if n.kind != SCALAR_KIND]

@@ -10,8 +10,8 @@ import torch
 # A dtype that follows the task's --dtype (float32 when traced at fp32, float16 at fp16).
 TASK = "task"
 
-# Node kinds. Compute kinds (pw, red, mm) are what groups are made of; the rest stay Python.
-INPUT, PARAM, SCALAR, TORCH, PW, RED, MM, STORE = (
+# Node kinds. Compute kinds (pw, red, mm, conv) are what groups are made of; the rest stay Python.
+INPUT, PARAM, SCALAR, TORCH, PW, RED, MM, CV, STORE = (
     "input",
     "param",
     "scalar",
@@ -19,6 +19,7 @@ INPUT, PARAM, SCALAR, TORCH, PW, RED, MM, STORE = (
     "pw",
     "red",
     "mm",
+    "conv",
     "store",
 )
 

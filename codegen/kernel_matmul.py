@@ -102,9 +102,7 @@ $signature
     $shapes
     $outputs
     $epilogue_views
-    # fp32: exact products unless the sweep picks tf32x3; 16-bit: tensor cores.
-    exact = "tf32x3" if MATMUL_TF32X3 else "ieee"
-    precision = exact if a.dtype == torch.float32 else None
+    $precision
     # B's layout for the dot. Measured on the H200 (8192^3 fp32): ieee runs at 0.88x
     # cuBLAS with N-contiguous B, 0.28x with K-contiguous B; tf32x3 at 1.39x cuBLAS with
     # K-contiguous B (its tensor-core path wants K-major operands). A B stored the other
@@ -199,6 +197,7 @@ def write_matmul(w: GroupWriter) -> Emitted:
         b_strides=render(_B_STRIDES_BATCHED if batched else _B_STRIDES_FLAT, **dims)[0],
         launch=partial(call, f"{w.kernel}[grid]", launch),
         outs=", ".join(o.name for o in outs),
+        precision=precision_lines("MATMUL_TF32X3", "a"),
     )
     return Emitted(
         w.launcher,
@@ -219,6 +218,17 @@ def write_matmul(w: GroupWriter) -> Emitted:
         f"matmul: {summary}",
         list(outs),
     )
+
+
+def precision_lines(tf32x3: str, operand: str) -> list[str]:
+    """Launcher lines setting `precision`, the kernel's tl.dot input_precision: the one rule of
+    every product the codegen writes (the GEMM here, kernel_conv's implicit GEMM). `tf32x3` is
+    the Python condition choosing tf32x3 over exact fp32, `operand` a tensor of the product."""
+    return [
+        "# fp32: exact products unless the sweep picks tf32x3; 16-bit: tensor cores.",
+        f'exact = "tf32x3" if {tf32x3} else "ieee"',
+        f"precision = exact if {operand}.dtype == torch.float32 else None",
+    ]
 
 
 def _used_in_epilogue(t: Node, g) -> bool:

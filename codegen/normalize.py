@@ -16,6 +16,7 @@ from . import ops
 from .ir import INPUT, PARAM, SCALAR, STORE, TORCH, Graph, Node
 from .layout import memory_order
 from .normalize_builder import NoPattern
+from .normalize_conv import ConvOps
 from .normalize_matmul import MatmulOps
 from .normalize_norms import NormOps
 from .normalize_reductions import ReductionOps
@@ -90,7 +91,7 @@ def normalize(gm: fx.GraphModule, info32: dict[str, Any], info16: dict[str, Any]
     return _Normalizer(gm, info32, info16).run()
 
 
-class _Normalizer(ReductionOps, NormOps, MatmulOps):
+class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
     """Walks the fx graph; the ops it meets are built by the op_ methods of its bases."""
 
     # -- walk ------------------------------------------------------------------------------------
@@ -283,6 +284,8 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps):
             node = self.torch_node(n, args, kwargs)
             node.attrs["gather"] = (w("weight"), x)
             return node
+        if isinstance(mod, nn.modules.conv._ConvNd):
+            return self.conv_module(n, mod, "self" + _attr_path(n.target), args, kwargs)
         if isinstance(mod, nn.Linear):
             return self.op_linear(
                 n, "linear", {"input": x, "weight": w("weight"), "bias": w("bias")}

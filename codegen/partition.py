@@ -3,7 +3,8 @@
 Greedy in execution order. A pointwise op joins the group of an operand when the shapes agree
 (same domain, or a small producer used only there, recomputed per element), a reduction turns
 the pointwise group that feeds it into its prologue, ops on the reduced values or on the full row
-that use them join the reduction's group, and a matmul takes its pointwise epilogue. A join that
+that use them join the reduction's group, and a matmul or a convolution takes its pointwise
+epilogue. A join that
 would need a value computed outside the group from the group's own results is refused (groups
 stay convex, so each runs as one unit in the forward).
 """
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import MM, PW, RED, STORE, Graph, Node, reduced_shape
+from .ir import CV, MM, PW, RED, STORE, Graph, Node, reduced_shape
 
-POINTWISE, ROW, SPLIT, MATMUL = "pointwise", "row", "split", "matmul"
+POINTWISE, ROW, SPLIT, MATMUL, CONV = "pointwise", "row", "split", "matmul", "conv"
+# Groups built around one product that take the pointwise ops on its output as an epilogue.
+PRODUCTS = (MATMUL, CONV)
 
 
 @dataclass(eq=False)
@@ -97,6 +100,8 @@ class _Partitioner:
         for n in self.graph.nodes:
             if n.kind == MM:
                 self.new(MATMUL, n, domain=n.shape)
+            elif n.kind == CV:
+                self.new(CONV, n, domain=n.shape)
             elif n.kind == RED:
                 self.place_reduction(n)
             elif n.kind == PW:
@@ -192,7 +197,7 @@ class _Partitioner:
 
     def place_pointwise(self, n: Node) -> None:
         # Reduction and matmul groups first: an op on a statistic belongs with it.
-        order = {ROW: 0, SPLIT: 0, MATMUL: 1, POINTWISE: 2}
+        order = {ROW: 0, SPLIT: 0, MATMUL: 1, CONV: 1, POINTWISE: 2}
         for g in sorted(self.arg_groups(n), key=lambda g: order[g.kind]):
             if self.pointwise_fits(g, n) and self.convex_with(g, n):
                 self.join(g, n)
@@ -210,7 +215,7 @@ class _Partitioner:
                 g.domain = n.shape
                 return True
             return False
-        if g.kind == MATMUL:
+        if g.kind in PRODUCTS:
             return n.shape == g.domain and not n.attrs.get("reshape")
         geo = g.geometry
         reduced = [a for a in n.tensor_args() if self.is_reduced(a, g)]
@@ -240,8 +245,8 @@ class _Partitioner:
                 continue
             same_rows = g.kind == ROW == other.kind and g.geometry.key() == other.geometry.key()
             fits = same_rows
-            if other.kind == POINTWISE and g.kind in (POINTWISE, MATMUL):
-                if other.domain == domain and g.kind != MATMUL:
+            if other.kind == POINTWISE and g.kind in (POINTWISE, *PRODUCTS):
+                if other.domain == domain and g.kind not in PRODUCTS:
                     fits = True
                 elif _broadcasts(other.domain, domain):
                     fits = self.used_only_by(other, n, extra=g)

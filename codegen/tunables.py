@@ -71,6 +71,20 @@ TUNABLES: dict[str, Tunable] = {
         "cuBLAS SGEMM does); 1 uses tf32x3 (three TF32 tensor-core products, error close to "
         "fp32, several times the throughput on Hopper). Ignored for fp16/bf16 inputs.",
     ),
+    "CONV_IMPL": Tunable(
+        0,
+        (0, 1, 2),
+        "Convolutions: 0 is torch's (cuDNN), its epilogue fused in one pointwise pass; 1 the "
+        "Triton implicit GEMM with the epilogue in its store, fp32 multiplied exactly (ieee); 2 "
+        "the same with tf32x3 for fp32 (1 and 2 are the same kernel for fp16/bf16). torch's is "
+        "the default: the Triton kernel is not timed on the H200 yet, and the sweep measures all "
+        "three on a verified candidate, keeping cuDNN where it wins.",
+    ),
+    "CONV_BLOCK_M": Tunable(64, (32, 64, 128), "Output pixels per tile.", half_default=128),
+    "CONV_BLOCK_N": Tunable(64, (32, 64, 128), "Output channels per tile."),
+    "CONV_BLOCK_K": Tunable(32, (16, 32, 64), "Reduction step (input channel x tap)."),
+    "CONV_WARPS": Tunable(4, (4, 8), "Warps per tile."),
+    "CONV_STAGES": Tunable(3, (2, 3, 4), "Software-pipelining depth of the K loop."),
 }
 
 

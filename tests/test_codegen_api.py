@@ -16,7 +16,7 @@ from kernelwright.sandbox.task import load_task
 GENERATED = sorted(
     p.stem.removeprefix("fusion_")
     for p in TASKS.glob("fusion_*.py")
-    if p.stem not in ("fusion_untraceable", "fusion_conv_only")
+    if p.stem not in ("fusion_untraceable", "fusion_pool_only")
 )
 
 
@@ -28,9 +28,9 @@ def test_untraceable_model_gets_a_reason():
 
 
 def test_nothing_to_fuse_gets_a_reason():
-    result = generate(task_path("conv_only"))
+    result = generate(task_path("pool_only"))
     assert result.source is None
-    assert result.reason == "no offline candidate: nothing to fuse: forward is only conv2d"
+    assert result.reason == "no offline candidate: nothing to fuse: forward is only maxpool2d"
 
 
 def test_result_fields_and_tunables():
