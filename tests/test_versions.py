@@ -6,10 +6,11 @@ v1; and the commands promote, revert, history and export of the current version.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 
 import pytest
-from test_cli_support import kw
+from test_cli_support import TASKS, kw
 from test_export import GOOD, TUNED
 
 from kernelwright.sandbox.results import Environment, EvalResult, Timing, Timings
@@ -212,3 +213,18 @@ def test_a_task_on_two_environments_needs_env_and_unknown_tasks_say_what_is_ther
     )
     code, _, err = kw("export", "relu", *place, "--to", tmp_path / "r.py")
     assert code == 2 and "no run 'relu' under" in err and "no kernel versions of task" in err
+
+
+def test_export_of_the_current_version_behind_the_guard_needs_its_run(tmp_path):
+    runs, db = tmp_path / "runs", tmp_path / "k.db"
+    place = ("--out", runs, "--db", db)
+    make_run(runs, "gelu-fast", GOOD, 2.0)
+    (runs / "gelu-fast" / "task.py").write_text((TASKS / "gelu.py").read_text())
+    assert kw("promote", "gelu-fast", *place)[0] == 0
+    target = tmp_path / "guarded.py"
+    code, _, err = kw("export", "gelu", *place, "--to", target, "--guard")
+    assert code == 0, err
+    assert "KERNELWRIGHT_ENVELOPE" in target.read_text()
+    shutil.rmtree(runs / "gelu-fast")
+    code, _, err = kw("export", "gelu", *place, "--to", target, "--guard")
+    assert code == 2 and "--guard needs the run directory of v1 (run gelu-fast)" in err
