@@ -267,7 +267,9 @@ class RowWriter(StreamedPasses):
         ptr = f"{t.name}_ptr"
         cast = ".to(tl.float32)" if _is_float(t) else ""
         if space == "red":
-            ctx, runtime = self.reduced_context(user.shape)
+            # Per row: indexed in the row space, not in the user's own traced shape (an eval
+            # batch norm's rsqrt(running_var + eps) is (1, C, 1, 1), its rows are B * C).
+            ctx, runtime = self.reduced_context(self.row_space(user.shape))
             acc = access(t.shape, ctx, runtime, "red_idx", name)
             self.add_setup(acc)
             kind = "red_vec"
@@ -329,6 +331,19 @@ class RowWriter(StreamedPasses):
             if arg not in self.index_args:
                 self.index_args.append(arg)
                 self.setup.append(line)
+
+    def row_space(self, like: tuple[int, ...]) -> tuple[int, ...]:
+        """The traced shape of the group's rows for a per-row value of traced shape `like`: the
+        full shape with the reduced dims as 1 when `like` broadcasts against it (right-aligned,
+        as torch does), else with them dropped (a reduction without keepdim)."""
+        if self.groups is not None:
+            return like
+        kept = _keepdim(self.full, self.dims)
+        aligned = kept[len(kept) - len(like) :] if len(like) <= len(kept) else None
+        if aligned is not None and all(a in (1, k) for a, k in zip(like, aligned)):
+            return kept  # broadcast against the rows with the reduced dims kept as 1
+        dropped = tuple(c for i, c in enumerate(self.full) if i not in self.dims)
+        return dropped if len(like) == len(dropped) else like
 
     def reduced_context(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], list[str]]:
         """A reduced value's traced shape and its run-time sizes."""

@@ -123,3 +123,9 @@ def test_batchnorm1d_train_and_eval(tmp_path):
         calls=2,
         configs=LOOPED,
     )
+
+
+def test_per_channel_statistics_of_a_per_row_value_follow_the_rows(tmp_path):
+    # rsqrt(running_var + eps) of an eval batch norm is (C, 1, 1); the row kernel read it at
+    # the row index (B * C rows), out of bounds. Train mode first, so the statistics are not 1.
+    check_equal("batchnorm_mean", tmp_path, [{}, {"batch_size": 3, "c": 5}], modes=(True, False))
