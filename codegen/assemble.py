@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
+from ..sandbox.pyparse import parse
 from . import ops
 from .group_writer import Emitted
 from .pysrc import drop_dead, fit, join_lines, ruff_formatted
@@ -90,7 +91,7 @@ def _shape_of(blocks: list[list[str]]) -> str | None:
     its order of first use, docstrings and comments dropped: equal for two groups exactly when
     one is the other renamed. None when the code does not parse on its own."""
     try:
-        tree = ast.parse("\n".join(line for b in blocks for line in b))
+        tree = parse("\n".join(line for b in blocks for line in b))
     except SyntaxError:
         return None
     defined: set[str] = set()

@@ -18,6 +18,20 @@ class UserError(Exception):
     """A problem with what the user asked for: printed as one line, exit code 2."""
 
 
+class NoSuchRun(UserError):
+    """RUN names no run directory (under --out, or as a path)."""
+
+
+def find_run_dir(run: str, out_dir: str) -> Path:
+    """A run id under out_dir, or a run directory's path."""
+    from ..run.rundir import RunDir
+
+    for candidate in (RunDir.at(out_dir, run), RunDir(run)):
+        if candidate.exists():
+            return candidate.path
+    raise NoSuchRun(f"no run {run!r} under {out_dir} (expected {RunDir.at(out_dir, run).run_json})")
+
+
 def read_file(path: str, what: str) -> str:
     p = Path(path)
     if not p.is_file():

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..run.rundir import RunDir, best_files, read_run, without_best_header
 from ..sandbox.contract import ALLOWED_ROOTS
 from ..sandbox.pyparse import parse
-from .common import EXIT_NEGATIVE, EXIT_OK, UserError
+from .common import EXIT_NEGATIVE, EXIT_OK, NoSuchRun, UserError, find_run_dir
 
 # What an exported module may import: the candidate contract's allowlist (sandbox/contract.py;
 # the static check enforces it on every candidate; checked again here so an export can never
@@ -37,16 +37,6 @@ class Exported:
     run_id: str
     key: str  # round_NN/cand_K of the winner
     tuned: dict[str, int]
-
-
-def find_run_dir(run: str, out_dir: str) -> Path:
-    """A run id under out_dir, or a run directory's path."""
-    for candidate in (RunDir.at(out_dir, run), RunDir(run)):
-        if candidate.exists():
-            return candidate.path
-    raise ExportError(
-        f"no run {run!r} under {out_dir} (expected {RunDir.at(out_dir, run).run_json})"
-    )
 
 
 def foreign_imports(source: str) -> list[str]:
@@ -189,7 +179,7 @@ def export_current(
     if guard:
         try:
             run_dir = find_run_dir(current.run_id or "-", out)
-        except ExportError:
+        except NoSuchRun:
             raise ExportError(
                 f"--guard needs the run directory of v{current.version} (run "
                 f"{current.run_id or 'unknown'}) under {out}: the task's Model and the verified "
@@ -289,7 +279,7 @@ def _export(args: argparse.Namespace) -> Exported:
     """RUN's winner; or, when no run has that name, the current version of the store's task."""
     try:
         run_dir = find_run_dir(args.run, args.out)
-    except ExportError as no_run:
+    except NoSuchRun as no_run:
         store = _store_with_versions(args)
         if store is None:
             raise

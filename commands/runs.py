@@ -38,7 +38,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .export import ExportError, find_run_dir
+    from .common import find_run_dir
 
     if bool(args.run) == bool(args.db):
         raise UserError("report needs a RUN id (or run directory), or --db PATH")
@@ -47,10 +47,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ..report.run import write_run_report
     from ..run.record import RunRecord
 
-    try:
-        run_dir = find_run_dir(args.run, args.out)
-    except ExportError as e:
-        raise UserError(str(e)) from None
+    run_dir = find_run_dir(args.run, args.out)
     files = write_run_report(RunRecord.load(run_dir))
     print(files["markdown"].read_text(), end="")
     print(f"\nreport: {files['markdown']} (and {files['html'].name}, {files['json'].name})")

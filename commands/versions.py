@@ -90,12 +90,9 @@ def _brief(v: KernelVersion) -> str:
 def cmd_promote(args: argparse.Namespace) -> int:
     from ..run.record import RunRecord
     from ..run.records import variant_of
-    from .export import ExportError, find_run_dir
+    from .common import find_run_dir
 
-    try:
-        record = RunRecord.load(find_run_dir(args.run, args.out))
-    except ExportError as e:
-        raise UserError(str(e)) from None
+    record = RunRecord.load(find_run_dir(args.run, args.out))
     winner = record.winner
     if winner is None or not winner.result.ok:
         print(

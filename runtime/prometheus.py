@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 try:
     from prometheus_client import REGISTRY
@@ -31,8 +31,15 @@ except ImportError as e:  # pragma: no cover - the message is the point
         "pip install 'kernelwright[prometheus]'"
     ) from e
 
-if TYPE_CHECKING:
-    from .guard import Guard
+
+class Guard(Protocol):
+    """What a scrape reads of a guard (guard.Guard): its labels and a snapshot of its figures."""
+
+    name: str
+    version: str
+
+    def metrics(self) -> tuple[dict[str, int], Any, bool]: ...
+
 
 PREFIX = "kernelwright_guard_"
 _HELP = {
