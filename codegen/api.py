@@ -194,6 +194,9 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
             m32.eval()
             m16.eval()
         gm32, gm16 = trace(m32, str(task.path), in32), trace(m16, str(task.path), in16)
+        if gm32.meta["decisions"] != gm16.meta["decisions"]:
+            # One candidate serves every dtype: a branch on the dtype cannot be baked in.
+            raise Unsupported("forward branches on its inputs' dtype")
         info32 = propagate(gm32, in32, str(task.path))
         info16 = propagate(gm16, in16, str(task.path))
         # Attention written out by hand becomes one call (codegen/attention.py's kernel).

@@ -33,6 +33,7 @@ class LeafTracer(fx.Tracer):
     def __init__(self, inputs: list[Any] | None = None) -> None:
         super().__init__()
         self.inputs = inputs
+        self.decisions: list[bool] = []  # each condition decided on the inputs, in order
 
     def to_bool(self, obj: fx.Proxy) -> bool:
         """A condition on sizes, dtypes or devices (`assert H == self.img_size[0]`, `if
@@ -48,6 +49,7 @@ class LeafTracer(fx.Tracer):
             return super().to_bool(obj)
         if not isinstance(value, bool):
             return super().to_bool(obj)
+        self.decisions.append(value)
         return value
 
     def _value_of(self, target: fx.Node) -> Any:
@@ -134,11 +136,14 @@ class _SmallFactoriesOnCpu(torch.overrides.TorchFunctionMode):
 def trace(model: nn.Module, path: str, inputs: list[Any] | None = None) -> fx.GraphModule:
     """The fx graph of model.forward, or Unsupported with the line that stopped the tracer.
     With the (meta) inputs, conditions on sizes, dtypes and devices are decided on them."""
+    tracer = LeafTracer(inputs)
     try:
-        graph = LeafTracer(inputs).trace(model)
+        graph = tracer.trace(model)
     except Exception as e:  # fx raises many types (TraceError, TypeError, ...): all mean "no"
         raise Unsupported(f"torch.fx cannot trace Model.forward ({_why(e, path)})") from e
-    return fx.GraphModule(model, graph)
+    gm = fx.GraphModule(model, graph)
+    gm.meta["decisions"] = tracer.decisions  # api.py: the fp32 and fp16 traces must agree
+    return gm
 
 
 def propagate(gm: fx.GraphModule, inputs: list[Any], path: str) -> dict[str, Any]:

@@ -114,3 +114,13 @@ def test_a_size_made_of_two_attributes_is_read_at_run_time(tmp_path: Path):
 def test_a_number_forward_takes_is_a_kernel_argument(tmp_path: Path):
     src = check_equal("scalar_input", tmp_path, [{}, {"M": 7, "N": 9}])
     assert "def forward(self, A, s):" in src and "(A, s)" in src
+
+
+def test_a_branch_on_the_dtype_is_not_baked_in(tmp_path: Path):
+    source = (TASKS / "fusion_traced_conditions.py").read_text()
+    path = tmp_path / "on_dtype.py"
+    raised = 'raise ValueError(f"x is on {x.device}, the weight on {self.w.device}")'
+    branch = source.replace("if x.device != self.w.device:", "if x.dtype == th.float16:")
+    path.write_text(branch.replace(raised, "x = x * 0.5"))
+    result = generate(str(path))
+    assert result.source is None and "branches on its inputs' dtype" in result.reason
