@@ -100,3 +100,9 @@ def test_conv_before_other_kernels_keeps_the_torch_path(tmp_path):
     src = generate(path).source
     assert "if CONV_IMPL == 0:" in src and "F.conv3d(" in src
     assert "if CONV_IMPL == 0:" not in generate(task_path("conv_only")).source
+
+
+def test_rectangular_kernels_strides_paddings_and_dilations(tmp_path):
+    # Every conv test kernel was square: a kernel read with its height and width swapped passed.
+    src = check_equal("conv_rect", tmp_path, [{}, {"height": 6, "width": 9}], configs=ALL)
+    assert "TRANSPOSED=True" in src and "TRANSPOSED=False" in src
