@@ -439,6 +439,9 @@ class FakeOpenAI:
         self._queue: list[Step] = []
         self._routes: list[tuple[str, list[Step]]] = []
         self.providers: list[Any] = []  # VLLM, ReasoningModel: checked before the script
+        # False: a server that ignores `stream: true` (some gateways, older servers) and answers
+        # every reply as one application/json completion
+        self.streams = True
         self._lock = threading.Lock()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -634,7 +637,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_completion(self, step: Step, body: dict[str, Any]) -> None:
         model = body.get("model") or FAKE_MODEL
         usage = _usage(step, body)
-        if body.get("stream"):
+        if body.get("stream") and self.fake.streams:
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             self._send_stream(step, model, usage if include else None)
             return

@@ -363,3 +363,44 @@ def test_a_success_resets_the_breaker(fake_openai):
             outcomes.append(e.kind)
     assert outcomes == ["server", "server", "ok", "server", "server", "ok"]
     assert client.endpoint.open_error is None
+
+
+# -- issue 25: vLLM's older wording, a server that ignores stream: true -------------------------
+OLD_VLLM = (
+    "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens "
+    "(5000 in the messages, 4000 in the completion). Please reduce the length of the messages "
+    "or completion."
+)
+
+
+def test_older_vllm_wording_is_refit_with_the_servers_own_prompt_count(fake_openai):
+    # The server's chat template counts the prompt 5000 where tiktoken counts a few hundred
+    # (more than the 4x the learned ratio is bounded to): the retry must leave 5000 tokens.
+    body = {"object": "error", "message": OLD_VLLM, "type": "BadRequestError", "param": None}
+    fake_openai.script([error(400, body=body), reply("ok")])
+    events: list[dict] = []
+    client = client_for(fake_openai, events, model="qwen2.5-coder-32b", max_output_tokens=4000)
+    messages = [{"role": "user", "content": "Write the kernel for this task. " * 60}]
+    assert client.chat(messages, agent="coder").text == "ok"
+    refused, answered = fake_openai.chat_requests
+    assert refused.body["max_tokens"] == 4000
+    assert 16 <= answered.body["max_tokens"] <= 8192 - 5000
+    [learned] = named(events, "llm.window")
+    assert learned["window"] == 8192 and learned["server_prompt_tokens"] == 5000
+    assert learned["now_max_tokens"] == answered.body["max_tokens"]
+
+
+def test_a_server_that_ignores_stream_is_read_as_one_completion_and_not_asked_again(
+    fake_openai,
+):
+    fake_openai.streams = False
+    fake_openai.script([reply("first", usage=(12, 3)), reply("second")])
+    events: list[dict] = []
+    client = client_for(fake_openai, events, stream=True)
+    got = client.chat(USER, agent="coder")
+    assert got.text == "first" and got.attempts == 1 and got.prompt_tokens == 12
+    [fallback] = named(events, "llm.param_fallback")
+    assert fallback["param"] == "stream" and not named(events, "llm.retry")
+    assert client.chat([{"role": "user", "content": "again"}], agent="coder").text == "second"
+    first, second = fake_openai.chat_requests
+    assert first.stream and not second.stream and "stream_options" not in second.body

@@ -48,7 +48,8 @@ from .replies import (
     split_reasoning,
     structured_instruction,
 )
-from .sdk import build_openai_client, read_completion, read_stream
+from .retry import retry_plan
+from .sdk import build_openai_client, read_completion, read_stream, unstreamed_completion
 from .tokens import count_tokens, has_known_tokenizer
 from .usage import AgentUsage, UsageLedger
 
@@ -58,9 +59,6 @@ if TYPE_CHECKING:
 
 # A reply cut at the output limit is continued at most this often (each is billed).
 MAX_CONTINUATIONS = 2
-# A timed-out generation may still be running (and billed) on the server: retry it once, and
-# streamed, so that a slow model that is producing tokens is not cut off again.
-MAX_TIMEOUT_RETRIES = 1
 
 _AUTH_HINT = (
     "set OPENAI_API_KEY to a valid key (AZURE_OPENAI_API_KEY for Azure), or run with "
@@ -363,18 +361,20 @@ class ChatClient:
         """The context window: what the server stated, else the configured or known one."""
         return self.endpoint.facts().context_window or self.config.window
 
-    def _fit(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    def _fit(self, messages: Sequence[Message], ratio: float | None = None) -> list[dict[str, Any]]:
         """The prompt fitted to the window less the reply's reserve; when its protected parts
-        need more, to the window less MIN_OUTPUT_RESERVE (the reply then gets what is left)."""
+        need more, to the window less MIN_OUTPUT_RESERVE (the reply then gets what is left).
+        `ratio`: the server's count over tiktoken's for this call (default: the learned one)."""
         facts = self.endpoint.facts()
         window = facts.context_window or self.config.window
-        budget = prompt_budget_for(self.config, window, facts.token_ratio)
+        ratio = ratio or facts.token_ratio
+        budget = prompt_budget_for(self.config, window, ratio)
         try:
             return fit_messages(messages, self.config.model, budget)
         except PromptTooLarge:
             pass
         least = dataclasses.replace(self.config, max_output_tokens=min_output_reserve(window))
-        budget = max(budget, prompt_budget_for(least, window, facts.token_ratio))
+        budget = max(budget, prompt_budget_for(least, window, ratio))
         try:
             return fit_messages(messages, self.config.model, budget)
         except PromptTooLarge as err:
@@ -434,7 +434,7 @@ class ChatClient:
         mode = weaker_format(self.config.response_format, facts.response_format)
         if json_schema is not None and mode != "none":
             params["response_format"] = response_format_for(json_schema, mode)
-        if stream:
+        if stream and "stream" not in dropped:
             params["stream"] = True
             if "stream_options" not in dropped:
                 params["stream_options"] = {"include_usage": True}
@@ -458,11 +458,14 @@ class ChatClient:
         knows no call budget, and never retries a stream cut after its first byte."""
         attempts, failures, timeouts = 0, 0, 0
         refitted, stream = False, self.config.stream
+        room: int | None = None  # after a refit: the output room the server's own count leaves
         downgrades: set[tuple[str, Any]] = set()  # each at most once per call: no ping-pong
         started = time.monotonic()  # latency_s: what the caller waited, retries included
         while True:
             attempts += 1
             budget = self._output_budget(sent, max_tokens)
+            if room is not None:
+                budget = max(min(budget, room), 16)
             params = self._request_params(sent, json_schema, budget, stream)
             try:
                 with self.limiter:
@@ -481,7 +484,7 @@ class ChatClient:
                 limits = context_limits(failure.message)
                 if limits is not None and not refitted:
                     refitted = True
-                    sent = self._refit(original, sent, limits, failure, agent, max_tokens)
+                    sent, room = self._refit(original, sent, limits, failure, agent, max_tokens)
                     continue  # the same request, fitted to the window the server stated
                 if limits is None and self._downgrade(params, failure, agent, downgrades):
                     continue  # an optional parameter was rejected: same request without it
@@ -489,7 +492,9 @@ class ChatClient:
             if failure.kind == "timeout":
                 timeouts += 1
                 stream = True  # the retry streams: a slow model that is generating survives
-            reason, wait = self._retry_plan(failure, failures, timeouts, started)
+            reason, wait = retry_plan(
+                self.config, failure, failures, timeouts, started, self._random
+            )
             if reason is not None:
                 raise self._give_up(failure, agent, attempts, reason)
             self._emit(
@@ -504,30 +509,6 @@ class ChatClient:
             )
             time.sleep(wait)
 
-    def _retry_plan(
-        self, failure: Failure, failures: int, timeouts: int, started: float
-    ) -> tuple[str | None, float]:
-        """(why not to retry, or None; how long to wait before the retry)."""
-        if not failure.retryable:
-            return "", 0.0
-        if failure.kind == "timeout" and timeouts > MAX_TIMEOUT_RETRIES:
-            return (
-                f"a timed-out generation is retried {MAX_TIMEOUT_RETRIES} time(s) at most, since "
-                "the server may still be generating (and billing) each one"
-            ), 0.0
-        if failures > self.config.max_retries:
-            n = self.config.max_retries
-            return f"{n} {'retry' if n == 1 else 'retries'} spent", 0.0
-        if failure.wait_s is not None and failure.wait_s > self.config.retry_max_s:
-            return (
-                f"the server asked to wait {failure.wait_s:.0f} s (Retry-After), longer than the "
-                f"{self.config.retry_max_s:.0f} s kernelwright waits"
-            ), 0.0
-        wait = self._wait_s(failure, failures)
-        if time.monotonic() + wait - started > self.config.call_budget_s:
-            return f"the call's retry budget of {self.config.call_budget_s:g} s is spent", 0.0
-        return None, wait
-
     def _refit(
         self,
         original: Sequence[Message],
@@ -536,16 +517,26 @@ class ChatClient:
         failure: Failure,
         agent: str,
         max_tokens: int | None,
-    ) -> list[dict[str, Any]]:
-        """Learn the limits a context-length error states; the prompt fitted to them."""
-        ratio = None
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """Learn the limits a context-length error states; the prompt fitted to them, and the
+        output room the server's own count of it leaves (None when it stated no count).
+
+        The learned ratio is bounded (one odd count must not starve every later call), so the
+        retry's room comes from the stated count itself: vLLM's older wording ("you requested
+        9000 tokens (5000 in the messages, 4000 in the completion)") of a prompt its template
+        makes 5x longer than tiktoken's count was refused twice with the bounded ratio."""
+        ratio, ours = None, count_tokens(sent, self.config.model)
         if limits.prompt_tokens:  # the server's count of the very prompt we sent
-            ours = count_tokens(sent, self.config.model)
             ratio = round(min(max(limits.prompt_tokens / max(ours, 1), 0.5), 4.0), 3)
         self.endpoint.learn(
             context_window=limits.window, max_output_tokens=limits.max_output, token_ratio=ratio
         )
-        fitted = self._fit(original)
+        stated = limits.prompt_tokens / max(ours, 1) if limits.prompt_tokens else None
+        fitted = self._fit(original, stated)
+        room = None
+        if stated is not None:
+            server_prompt = math.ceil(count_tokens(fitted, self.config.model) * stated)
+            room = self._window() - server_prompt - PROMPT_MARGIN_TOKENS
         self._emit(
             "llm.window",
             agent=agent,
@@ -554,15 +545,30 @@ class ChatClient:
             window=limits.window,
             server_prompt_tokens=limits.prompt_tokens,
             max_output=limits.max_output,
-            now_max_tokens=self._output_budget(fitted, max_tokens),
+            now_max_tokens=self._output_budget(fitted, max_tokens)
+            if room is None
+            else max(min(self._output_budget(fitted, max_tokens), room), 16),
             prompt_trimmed=fitted != sent,
             message=failure.message[:500],
         )
-        return fitted
+        return fitted, room
 
     def _request(self, params: dict[str, Any], agent: str) -> ChatReply:
         response = self.openai_client.chat.completions.create(**params)
-        if params.get("stream"):
+        unstreamed = unstreamed_completion(response) if params.get("stream") else None
+        if unstreamed is not None:  # it ignored stream: true; not asked again in this run
+            if self.endpoint.drop("stream"):
+                self._emit(
+                    "llm.param_fallback",
+                    agent=agent,
+                    model=self.config.model,
+                    param="stream",
+                    now=None,
+                    message="the server answered a stream request with one application/json "
+                    "completion: it does not stream",
+                )
+            raw, reasoning, finish, usage = read_completion(unstreamed)
+        elif params.get("stream"):
             raw, reasoning, finish, usage = read_stream(response)
         else:
             raw, reasoning, finish, usage = read_completion(response)
@@ -620,13 +626,6 @@ class ChatClient:
             message=failure.message[:500],
         )
         return True
-
-    def _wait_s(self, failure: Failure, failures: int) -> float:
-        """Retry-After when the server gave one, else exponential backoff with jitter."""
-        if failure.wait_s is not None:
-            return min(failure.wait_s, self.config.retry_max_s)
-        backoff = self.config.retry_base_s * 2 ** (failures - 1)
-        return min(backoff, self.config.retry_max_s) * self._random.uniform(0.5, 1.0)
 
     def _give_up(self, failure: Failure, agent: str, attempts: int, reason: str) -> LLMError:
         message = failure.message

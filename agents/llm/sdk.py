@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
+
+import pydantic
 
 from .config import DEFAULT_AZURE_API_VERSION, LLMConfig
 from .errors import Failure
@@ -47,6 +50,36 @@ def read_completion(response: Any) -> tuple[str, str, str | None, tuple[int, int
     text = choice.message.content or ""  # None when Azure's filter withheld it
     usage = _usage_pair(getattr(response, "usage", None))
     return text, _reasoning_of(choice.message), choice.finish_reason, usage
+
+
+def unstreamed_completion(stream: Any) -> Any | None:
+    """The completion a server sent as one application/json body although the request asked
+    for a stream (some gateways and older servers ignore `stream: true`); None when the reply
+    is an event stream (or says nothing of its type). Read before the stream is iterated: the
+    body is still unread then."""
+    ctype = _content_type(stream).lower()
+    if "application/json" not in ctype:
+        return None
+    import openai
+
+    response = stream.response
+    try:
+        body = json.loads(response.read())
+    except (ValueError, UnicodeDecodeError) as err:
+        raise Failure(
+            "server",
+            f"the server's reply was not a valid completion (content-type {ctype!r}): {err}",
+        ) from None
+    finally:
+        response.close()
+    try:
+        return openai.types.chat.ChatCompletion.model_validate(body)
+    except pydantic.ValidationError as err:
+        raise Failure(
+            "server",
+            f"the server answered a stream request with JSON that is not a completion: "
+            f"{str(body)[:300]} ({err.error_count()} problem(s))",
+        ) from None
 
 
 def read_stream(stream: Any) -> tuple[str, str, str | None, tuple[int, int] | None]:
