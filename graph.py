@@ -23,8 +23,10 @@ from .agents.tester import tester
 from .cluster import Evaluator, open_evaluator
 from .decisions import INTERRUPTED, run_owner
 from .run.config import RunConfig
-from .run.rundir import EventListener, create_run, machine_has_cuda, open_run
+from .run.lock import held, lock_path_for
+from .run.rundir import EventListener, RunDir, create_run, machine_has_cuda, open_run
 from .sandbox.pyparse import serialised
+from .sandbox.task import Task
 
 # Supersteps per round: planner, coder, tester, critic (and human in chat mode).
 STEPS_PER_ROUND = 5
@@ -99,15 +101,33 @@ def optimize(
     `pool`: an evaluator the caller keeps open across runs (a suite's, warm from the previous
     task); by default the run opens its own on config.devices and closes it at the end.
     """
-    if resume:
-        rundir, stored, task = open_run(config.out_dir, resume, listeners)
-        # The run's own settings, but the GPUs and executor of this invocation (another job,
-        # another box, a cluster).
-        config = stored.replace(**config.invocation())
-    else:
-        if task_path is None:
-            raise ValueError("a new run needs a task file")
-        rundir, config, task = create_run(config, task_path, listeners)
+    # One owner at a time: a second `optimize --resume` of the run says who holds it (Busy).
+    with ExitStack() as owner:
+        if resume:
+            where = RunDir.at(config.out_dir, resume)
+            if where.exists():  # else open_run says there is no such run
+                owner.enter_context(held(lock_path_for(where.path), f"run {resume}", "resume"))
+            rundir, stored, task = open_run(config.out_dir, resume, listeners)
+            # The run's own settings, but the GPUs and executor of this invocation (another
+            # job, another box, a cluster).
+            config = stored.replace(**config.invocation())
+        else:
+            if task_path is None:
+                raise ValueError("a new run needs a task file")
+            rundir, config, task = create_run(config, task_path, listeners)
+            owner.enter_context(held(lock_path_for(rundir.path), f"run {rundir.run_id}", "run"))
+        return _drive(config, rundir, task, answer, pool, start_source)
+
+
+def _drive(
+    config: RunConfig,
+    rundir: RunDir,
+    task: Task,
+    answer: str | None,
+    pool: Evaluator | None,
+    start_source: str | None,
+) -> dict[str, Any]:
+    """The graph run to its end (or to the person's turn), the run directory's owner."""
     thread = {
         "configurable": {"thread_id": rundir.run_id},
         "recursion_limit": 10 + STEPS_PER_ROUND * config.rounds,

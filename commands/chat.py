@@ -14,6 +14,7 @@ import difflib
 import json
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -27,7 +28,7 @@ from ..sandbox.results import EvalResult
 from ..sandbox.summary import format_result
 from ..sandbox.task import load_task
 from ..store import Store
-from .common import UserError, open_store, read_file, resumed_config, run_config
+from .common import UserError, open_store, owning, read_file, resumed_config, run_config
 from .progress import plain_listener
 
 Optimize = Callable[..., dict[str, Any]]
@@ -381,6 +382,7 @@ def resume_chat(
 # -- the command ----------------------------------------------------------------------------------
 def cmd_chat(args: argparse.Namespace) -> int:
     from ..graph import optimize
+    from ..run.lock import lock_path_for
     from ..sandbox.task import TaskError
     from .preflight import PreflightError, check_models
 
@@ -394,9 +396,13 @@ def cmd_chat(args: argparse.Namespace) -> int:
     config = run_config(args, candidates=args.candidates or 1)
     resumed = resumed_config(config.out_dir, args.resume) if args.resume else None
     store = open_store((resumed.db if resumed else None) or config.db)
+    # One owner of the run for the whole chat, its waits for the person too.
+    owner = ExitStack()
     try:
         if resumed is not None:
             check_models(resumed)
+            run_dir = RunDir.at(config.out_dir, args.resume).path
+            owner.enter_context(owning(lock_path_for(run_dir), f"run {args.resume}", "chat"))
             session = resume_chat(
                 optimize, config.out_dir, args.resume, inp=sys.stdin, out=sys.stdout, store=store
             )
@@ -410,6 +416,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
                 start_from=args.start_from,
                 store=store,
             )
-        return session.loop()
+            where = lock_path_for(session.run_dir)
+            owner.enter_context(owning(where, f"run {session.run_id}", "chat"))
+        with owner:
+            return session.loop()
     except (ChatError, PreflightError, TaskError, ValueError) as e:
         raise UserError(str(e)) from None

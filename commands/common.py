@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input,
@@ -168,7 +171,42 @@ def open_store(path: str):
     try:
         return Store(path)
     except (StoreError, sqlite3.Error, OSError) as e:
-        raise UserError(f"cannot open the results store {path}: {e}") from None
+        where = not_writable(Path(path).parent)
+        why = f"{where} is not writable" if where else str(e)
+        raise UserError(f"cannot open the results store {path}: {why}") from None
+
+
+def not_writable(directory: Path) -> Path | None:
+    """The directory (or its nearest existing parent, where it is still to be made) when this
+    process cannot write there; None when it can."""
+    while not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    return None if os.access(directory, os.W_OK | os.X_OK) else directory
+
+
+@contextmanager
+def owning(path: Path, what: str, command: str) -> Iterator[None]:
+    """Hold the lock at `path` (run.lock) for the block: another process holding it, or a
+    directory that is not writable, is one line and exit 2."""
+    from ..run.lock import Busy, NotWritable, held
+
+    try:
+        with held(path, what, command):
+            yield
+    except (Busy, NotWritable) as e:
+        raise UserError(str(e)) from None
+
+
+@contextmanager
+def owning_outputs(config, command: str) -> Iterator[None]:
+    """A suite's or a night's --out and --db, each with one owner at a time."""
+    from ..run.lock import lock_path_for, store_lock_path
+
+    with (
+        owning(lock_path_for(config.out_dir), f"--out {config.out_dir}", command),
+        owning(store_lock_path(config.db), f"--db {config.db}", command),
+    ):
+        yield
 
 
 def resumed_config(out_dir: str, run_id: str):

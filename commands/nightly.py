@@ -33,6 +33,7 @@ from .common import (
     no_gpu_note,
     open_evaluator,
     open_store,
+    owning_outputs,
     run_config,
 )
 from .progress import plain_listener
@@ -321,13 +322,19 @@ def failed(outcomes: Sequence[NightlyTask]) -> list[NightlyTask]:
 
 # -- the command ----------------------------------------------------------------------------------
 def cmd_nightly(args: argparse.Namespace) -> int:
-    from ..graph import optimize
 
     try:
         paths = find_tasks(args.suite)
     except SuiteError as e:
         raise UserError(str(e)) from None
     config = run_config(args)
+    with owning_outputs(config, "nightly"):  # one night at a time on an --out, a --db
+        return _nightly(args, paths, config)
+
+
+def _nightly(args: argparse.Namespace, paths: list[Path], config) -> int:
+    from ..graph import optimize
+
     no_gpu = no_gpu_note()
     store = open_store(config.db)
     night = args.night or today()

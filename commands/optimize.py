@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from .common import (
     model_unanswered,
     open_evaluator,
     open_store,
+    owning,
     read_file,
     resumed_config,
     run_config,
@@ -21,14 +23,9 @@ from .common import (
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from ..decisions import verdict
-    from ..graph import optimize
-    from ..report.format import usage_text
-    from ..run.records import sync_run
+    from ..run.lock import lock_path_for
     from ..run.rundir import RunDir
-    from ..sandbox.task import TaskError
     from .preflight import PreflightError, check_models
-    from .progress import progress_view
 
     if not args.task and not args.resume:
         raise UserError("optimize needs a TASK file, or --resume RUN_ID to continue a run")
@@ -43,13 +40,31 @@ def cmd_optimize(args: argparse.Namespace) -> int:
             check_models(resumed)
         except PreflightError as e:
             raise UserError(str(e)) from None
-    store, run = open_store(db), None
+    store = open_store(db)
     started: dict[str, str] = {}  # the run's id as soon as it has one, for an interruption
 
     def note_run_id(event: dict[str, Any]) -> None:
         if event.get("event") in ("run.start", "run.resume"):
             started.setdefault("run_id", event["run_id"])
 
+    owner = ExitStack()
+    if args.resume:  # one owner at a time, before the evaluator starts: the second says who
+        run_dir = RunDir.at(config.out_dir, args.resume).path
+        owner.enter_context(owning(lock_path_for(run_dir), f"run {args.resume}", "resume"))
+    with owner:
+        return _optimize(args, config, store, started, note_run_id)
+
+
+def _optimize(args, config, store, started, note_run_id) -> int:
+    from ..decisions import verdict
+    from ..graph import optimize
+    from ..report.format import usage_text
+    from ..run.records import sync_run
+    from ..run.rundir import RunDir
+    from ..sandbox.task import TaskError
+    from .progress import progress_view
+
+    run = None
     try:
         with open_evaluator(config) as pool, progress_view(sys.stdout) as listener:
             run = optimize(

@@ -38,6 +38,7 @@ from .common import (
     model_unanswered,
     no_gpu_note,
     open_store,
+    owning_outputs,
     run_config,
 )
 from .progress import plain_listener
@@ -453,15 +454,21 @@ def write_reports(outcomes: Sequence[TaskOutcome], out_dir: Path) -> dict[str, P
 
 # -- the command ----------------------------------------------------------------------------------
 def cmd_suite(args: argparse.Namespace) -> int:
-    from ..graph import optimize
-    from ..report.suite import suite_summary
-    from .preflight import cuda_available
 
     try:
         paths = find_tasks(args.tasks)
     except SuiteError as e:
         raise UserError(str(e)) from None
     config = run_config(args)
+    with owning_outputs(config, "suite"):  # one suite at a time on an --out, a --db
+        return _suite(args, paths, config)
+
+
+def _suite(args: argparse.Namespace, paths: list[Path], config) -> int:
+    from ..graph import optimize
+    from ..report.suite import suite_summary
+    from .preflight import cuda_available
+
     ray = config.executor == "ray"
     if not ray:  # a cluster's actors are one per GPU or core, whatever the jobs
         config = workers_per_job(config, args.jobs, cuda_available())
