@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..cluster import EXECUTORS
 from ..sandbox.contract import DType, PrecisionPolicy
-from .shrink import CPU_INPUT_BYTES
+
+# The interpreter runs ~1 ms per program instance, so inputs and parameters are shrunk to this
+# many bytes (run/shrink.py): a KernelBench level-1 task (a ReLU over ~13 GB) then checks in
+# seconds instead of exhausting the memory or the timeout of a CPU machine. Here, not in
+# shrink.py: that one needs the task loader (torch), and reading a RunConfig must not.
+CPU_INPUT_BYTES = 256 * 1024
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig

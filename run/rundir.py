@@ -17,13 +17,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..decisions import run_owner
 from ..sandbox.results import EvalResult
-from ..sandbox.task import Task, TaskError, load_task
 from .config import RunConfig
-from .shrink import interpreter_sizes
+
+if TYPE_CHECKING:  # the task loader imports torch: loaded by what creates or resumes a run only
+    from ..sandbox.task import Task
 
 EventListener = Callable[[dict[str, Any]], None]
 
@@ -465,6 +466,9 @@ def environment_info() -> dict[str, Any]:
 
 def shrunk_for_interpreter(config: RunConfig, task: Task) -> tuple[RunConfig, Task, str]:
     """Without CUDA and without --shape: smaller sizes (the interpreter costs ~1 ms a program)."""
+    from ..sandbox.task import load_task
+    from .shrink import interpreter_sizes
+
     shapes, note = interpreter_sizes(task, config.shapes, config.cpu_input_bytes)
     if config.shapes or not shapes:
         return config, task, note
@@ -475,6 +479,8 @@ def create_run(
     config: RunConfig, task_path: str, listeners: list[EventListener] | None = None
 ) -> tuple[RunDir, RunConfig, Task]:
     """A new run directory for `task_path` (shrunk for the interpreter when needed)."""
+    from ..sandbox.task import load_task
+
     task = load_task(task_path, config.shapes)
     # Absolute, so that a store shared by several out directories knows where each run lives.
     config = config.replace(out_dir=str(Path(config.out_dir).resolve()))
@@ -515,6 +521,8 @@ def open_run(
 ) -> tuple[RunDir, RunConfig, Task]:
     """An existing run to resume: its own config and task (the copy in the run directory when
     the original file is gone or changed)."""
+    from ..sandbox.task import TaskError, load_task
+
     rundir = RunDir.at(out_dir, run_id, listeners)
     if not rundir.exists():
         raise TaskError(f"no run {run_id!r} under {out_dir} (expected {rundir.run_json})")

@@ -6,11 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..sandbox.task import Size, Task, shrink_overrides
-
-# The interpreter runs ~1 ms per program instance, so inputs and parameters are shrunk to this
-# many bytes: a KernelBench level-1 task (a ReLU over ~13 GB) then checks in seconds instead of
-# exhausting the memory or the timeout of a CPU machine.
-CPU_INPUT_BYTES = 256 * 1024
+from .config import CPU_INPUT_BYTES
 
 
 def interpreter_sizes(
