@@ -310,7 +310,16 @@ def _timing_note(run: Mapping[str, Any], views: Sequence[Mapping[str, Any]]) -> 
     if meaningful:
         return None
     detail = run.get("verdict_note") or next((v["note"] for v in views if v["note"]), "")
-    return INTERPRETER_NOTE + (f" ({detail})" if detail else "")
+    news = _news(detail)
+    return INTERPRETER_NOTE + (f" ({news})" if news else "")
+
+
+def _news(detail: str) -> str:
+    """What a note adds to INTERPRETER_NOTE: finalize's "Times are not meaningful: no CUDA
+    here, ... (correctness only); best is the first verified candidate." says it again."""
+    clauses = [c.strip() for c in re.split(r";\s+", detail) if c.strip()]
+    said = ("not meaningful", "correctness only")
+    return "; ".join(c for c in clauses if not any(w in c.lower() for w in said))
 
 
 def run_report_data(record: RunFacts) -> dict[str, Any]:
@@ -491,7 +500,7 @@ def _agent_rows(usage: Mapping[str, Any], models: Mapping[str, Any]) -> list[lis
     return rows
 
 
-def _run_markdown(data: Mapping[str, Any], plot: Path) -> str:
+def _run_markdown(data: Mapping[str, Any], plot: Path | None) -> str:
     parts = [
         f"# kernelwright run {data['run_id']}: {data['task_name'] or data['task']}",
         data["verdict"],
@@ -501,7 +510,8 @@ def _run_markdown(data: Mapping[str, Any], plot: Path) -> str:
     parts.append(md_table(("", ""), _facts(data)))
     parts.append("## Rounds")
     parts.append(md_table(_ROUND_HEADERS, [_round_cells(r) for r in data["rounds"]]))
-    parts.append(f"![Best speedup per round]({plot.name})")
+    if plot is not None:
+        parts.append(f"![Best speedup per round]({plot.name})")
     parts.append("## Candidates")
     parts.append(md_table(_CAND_HEADERS, [_cand_cells(v, v["status"]) for v in data["candidates"]]))
     agents = _agent_rows(data["usage"], data["models"])
@@ -526,13 +536,13 @@ def _run_kernels(record: RunFacts, data: Mapping[str, Any]) -> list[dict[str, An
     return blocks
 
 
-def _run_html(record: RunFacts, data: Mapping[str, Any], plot: Path) -> str:
+def _run_html(record: RunFacts, data: Mapping[str, Any], plot: Path | None) -> str:
     return render(
         "run.html.j2",
         title=f"kernelwright run {data['run_id']}: {data['task_name'] or data['task']}",
         verdict=data["verdict"],
         note=data["timing_note"],
-        png=png_base64(plot),
+        png=png_base64(plot) if plot is not None else None,
         facts=_facts(data),
         round_headers=_ROUND_HEADERS,
         rounds=[_round_cells(r) for r in data["rounds"]],
@@ -548,7 +558,17 @@ def write_run_report(record: RunFacts) -> dict[str, Path]:
     """Write report.md, report.json, speedup_per_round.png and report.html into the run dir."""
     run_dir = record.path
     data = run_report_data(record)
-    plot = plot_rounds(data["rounds"], run_dir / "speedup_per_round.png")
+    # The chart only where there are times: on CPU it is empty axes at the top of the page.
+    png = run_dir / "speedup_per_round.png"
+    timed = any(
+        r["best_speedup_eager"] is not None or r["best_speedup_compiled"] is not None
+        for r in data["rounds"]
+    )
+    if timed:
+        plot_rounds(data["rounds"], png)
+    else:
+        png.unlink(missing_ok=True)  # an earlier report's, of the same untimed run
+    plot = png if timed else None
     md = run_dir / "report.md"
     md.write_text(_run_markdown(data, plot))
     page = run_dir / "report.html"
@@ -556,6 +576,6 @@ def write_run_report(record: RunFacts) -> dict[str, Path]:
     return {
         "markdown": md,
         "json": write_json(run_dir / "report.json", data),
-        "plot": plot,
+        **({"plot": plot} if plot is not None else {}),
         "html": page,
     }

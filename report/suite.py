@@ -195,6 +195,35 @@ def _task_cells(r: Mapping[str, Any], status: Any) -> list[Any]:
     ]
 
 
+UNTIMED_NOTE = (
+    "Times are not meaningful: these tasks ran under the Triton interpreter (no GPU), which "
+    "checks correctness only; fast_p and the geometric means count no speedup. Re-run on a CUDA "
+    "GPU to measure speedups."
+)
+
+
+def _untimed(rows: Sequence[Mapping[str, Any]]) -> bool:
+    """No task was timed: every one ran on CPU (the interpreter), or none of the correct ones
+    has a time."""
+    envs = [r["environment"].split("|", 1)[0] for r in rows if r["environment"]]
+    correct = [r for r in rows if r["correct"]]
+    if envs and all(env == "cpu" for env in envs):
+        return True
+    return bool(correct) and all(
+        r["speedup_eager"] is None and r["speedup_compiled"] is None for r in correct
+    )
+
+
+def _shared_notes(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Notes that more than one task has (the interpreter's, on CPU), each with its line said
+    once above the table ("3 of 3 tasks: ..."), not truncated in every row's cell."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r["note"]:
+            counts[str(r["note"]).strip()] = counts.get(str(r["note"]).strip(), 0) + 1
+    return {note: f"{n} of {len(rows)} tasks: {note}" for note, n in counts.items() if n > 1}
+
+
 def write_suite_report(
     rows: Iterable[Mapping[str, Any]], out_dir: str | Path, title: str = "kernelwright suite"
 ) -> dict[str, Path]:
@@ -203,13 +232,26 @@ def write_suite_report(
     out.mkdir(parents=True, exist_ok=True)
     rows = sorted((normal_row(r) for r in rows), key=lambda r: r["task"])
     summary = suite_summary(rows)
-    plot = plot_suite(rows, out / "suite_speedups.png")
+    untimed = _untimed(rows)
+    png = out / "suite_speedups.png"
+    if untimed:  # the chart only where there are times: on CPU it is empty axes
+        png.unlink(missing_ok=True)
+    plot = None if untimed else plot_suite(rows, png)
+    shared = _shared_notes(rows)
+    cells = [
+        {**r, "note": None if str(r["note"] or "").strip() in shared else r["note"]} for r in rows
+    ]
     gpus = _gpu_rows(rows)
+    banner = UNTIMED_NOTE if untimed else ""
     md = out / "suite.md"
     md.write_text(
-        f"# {title}\n\n{md_table(('Metric', 'Value'), _summary_rows(summary))}\n\n"
-        f"![Speedup per task]({plot.name})\n\n## Tasks\n\n"
-        f"{md_table(_TASK_HEADERS, [_task_cells(r, r['status']) for r in rows])}\n"
+        f"# {title}\n\n"
+        + (f"> **Note.** {banner}\n\n" if banner else "")
+        + f"{md_table(('Metric', 'Value'), _summary_rows(summary))}\n\n"
+        + (f"![Speedup per task]({plot.name})\n\n" if plot else "")
+        + "## Tasks\n\n"
+        + "".join(f"Note, {line}\n\n" for line in shared.values())
+        + f"{md_table(_TASK_HEADERS, [_task_cells(r, r['status']) for r in cells])}\n"
         + (f"\n## GPUs\n\n{md_table(_GPU_HEADERS, gpus)}\n" if gpus else "")
     )
     kernels = [kernel_view(r["task"], str(r["kernel"]), r["status"]) for r in rows if r["kernel"]]
@@ -219,9 +261,11 @@ def write_suite_report(
             "suite.html.j2",
             title=title,
             summary=_summary_rows(summary),
-            png=png_base64(plot),
+            png=png_base64(plot) if plot else None,
+            note=banner,
+            shared_notes=list(shared.values()),
             task_headers=_TASK_HEADERS,
-            tasks=[_task_cells(r, badge(r["status"])) for r in rows],
+            tasks=[_task_cells(r, badge(r["status"])) for r in cells],
             gpu_headers=_GPU_HEADERS,
             gpus=gpus,
             kernels=kernels,
@@ -231,6 +275,6 @@ def write_suite_report(
     return {
         "markdown": md,
         "json": write_json(out / "suite.json", {"summary": summary, "tasks": json_rows}),
-        "plot": plot,
+        **({"plot": plot} if plot else {}),
         "html": page,
     }

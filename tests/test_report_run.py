@@ -167,6 +167,34 @@ def test_interpreter_run_says_times_are_not_meaningful(tmp_path):
     assert "| 1 | 2 | 1 ok, 1 incorrect | – | – | – | – |" in md
 
 
+def test_interpreter_run_report_says_it_once_and_shows_no_empty_chart(tmp_path):
+    # issue 25: finalize's note repeated the banner's first half in the same box, and an empty
+    # speedup chart took the top of the page on CPU.
+    finalize_note = (
+        "Times are not meaningful: no CUDA here, candidates ran under the Triton interpreter "
+        "(correctness only); best is the first verified candidate."
+    )
+    run_dir = write_run_dir(
+        tmp_path,
+        [[ok_result(1.0, 1.0, 0.0, env=CPU)]],
+        env=CPU,
+        extra={"verdict_note": finalize_note, "timing_meaningful": False},
+    )
+    (run_dir / "speedup_per_round.png").write_bytes(b"an earlier report's chart")
+    paths = write_run_report(run_dir)
+    note = run_report_data(run_dir)["timing_note"]
+    assert note.lower().count("not meaningful") == 1
+    assert note.endswith("(best is the first verified candidate.)")
+    page, md = paths["html"].read_text(), paths["markdown"].read_text()
+    [box] = re.findall(r'<p class="note">(.*?)</p>', page)
+    [quote] = [line for line in md.splitlines() if line.startswith("> **Note.**")]
+    assert box.lower().count("not meaningful") == 1 and quote.lower().count("not meaningful") == 1
+    assert "<img" not in page and "speedup_per_round.png" not in md and "plot" not in paths
+    assert not (run_dir / "speedup_per_round.png").exists()
+    gpu = write_run_report(write_gpu_run(tmp_path / "gpu"))  # where there are times: the chart
+    assert "<img" in gpu["html"].read_text() and gpu["plot"].is_file()
+
+
 def test_run_json_fields_the_agents_write_are_honoured(tmp_path):
     extra = {
         "timing_meaningful": False,

@@ -7,6 +7,7 @@ import json
 
 import pytest
 from test_report_support import (
+    CPU,
     KERNEL,
     SUITE,
     blue_pixels,
@@ -155,3 +156,23 @@ def test_a_mixed_cluster_suite_says_which_gpus_ran_what_and_sums_each_apart(tmp_
     assert f"| On {a100} | 1 task, 1 correct, geomean 1.50x vs eager" in md
     one = write_suite_report(rows[:1], tmp_path / "one")["markdown"].read_text()
     assert "| On " not in one and "| this machine |" not in one  # one model: no split
+
+
+def test_a_cpu_suite_says_times_are_not_meaningful_once_and_draws_no_empty_chart(tmp_path):
+    # issue 25: suite.html showed "fast_0: 100%" with no banner, an empty chart on top, and the
+    # same truncated interpreter note in every row of the Note column.
+    note = "Triton interpreter: correctness only; times are not meaningful " + "x" * 150
+    rows = [
+        {**suite_row(name, ok_result(1.0, 1.0, 0.0, env=CPU)), "note": note}
+        for name in ("a", "b", "c")
+    ]
+    rows.append({**suite_row("d", failed("incorrect", "mismatch", env=CPU)), "note": "d differs"})
+    paths = write_suite_report(rows, tmp_path / "suite")
+    page, md = paths["html"].read_text(), paths["markdown"].read_text()
+    for text in (page, md):
+        assert "Times are not meaningful: these tasks ran under the Triton interpreter" in text
+        assert text.count(note) == 1 and "3 of 4 tasks: " + note in text  # once, whole
+        assert "d differs" in text
+    assert "<img" not in page and "suite_speedups.png" not in md and "plot" not in paths
+    timed = write_suite_report(SUITE, tmp_path / "gpu")
+    assert "not meaningful" not in timed["html"].read_text() and timed["plot"].is_file()
