@@ -22,7 +22,7 @@ from .agents.state import CHECKPOINT_TYPES, RunState
 from .agents.tester import tester
 from .cluster import Evaluator, open_evaluator
 from .decisions import INTERRUPTED, run_owner
-from .run.config import RunConfig
+from .run.config import OFFLINE_NOTE, RunConfig
 from .run.lock import held, lock_path_for
 from .run.rundir import EventListener, RunDir, create_run, machine_has_cuda, open_run
 from .sandbox.pyparse import serialised
@@ -72,11 +72,7 @@ def announce_models(ctx: RunContext) -> None:
     models = ctx.models()
     ctx.rundir.update_run(models=models)
     if all(m == "offline" for m in models.values()):
-        ctx.rundir.event(
-            "note",
-            message="no model configured: running offline (rule-based planner and critic, "
-            "fusion codegen as coder); set OPENAI_API_KEY and --model to use an LLM",
-        )
+        ctx.rundir.event("note", message=OFFLINE_NOTE)
 
 
 def optimize(

@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from ..agents.context import llm_configs
 from ..decisions import INTERRUPTED, run_status, verdict
-from ..run.config import OFFLINE, RunConfig, eval_config_for
+from ..run.config import OFFLINE, OFFLINE_NOTE, RunConfig, eval_config_for
 from ..run.records import sync_run
 from ..run.rundir import RunDir, run_candidates
 from ..sandbox.results import EvalResult
@@ -231,7 +231,12 @@ class ChatSession:
         """One step of the graph: the answer goes to the waiting human node."""
         # Every turn resumes the run: no news to the person, but the resume event tells the
         # status line what the earlier rounds verified (its best so far).
-        listener = plain_listener(self.out, quiet=("run.resume",))
+        shown = plain_listener(self.out, quiet=("run.resume",))
+
+        def listener(event: dict[str, Any]) -> None:
+            # Said once, at the chat's start: each turn resumes the run and would say it again.
+            if not (event.get("event") == "note" and event.get("message") == OFFLINE_NOTE):
+                shown(event)
 
         config = RunConfig(out_dir=self.out_dir)
         try:
@@ -374,6 +379,8 @@ def resume_chat(
             f"run {run_id} is not a chat (resume it with kernelwright optimize --resume)"
         )
     session = ChatSession(optimize, out_dir, run_id, inp, out, judge, store, run)
+    if all(m == OFFLINE for m in (run.get("models") or {}).values()) and run.get("models"):
+        session.say(f"note: {OFFLINE_NOTE}")  # at the start, not after the first message
     if run_status(run) in ("running", INTERRUPTED, "failed"):
         session.advance(None)
     return session

@@ -26,6 +26,11 @@ ROLES: tuple[Role, ...] = ("planner", "coder", "critic")
 # RunConfig settings that a role may override with its own `<role>_<setting>` field.
 ROLE_SETTINGS = ("model", "context_window", "max_output_tokens")
 OFFLINE = "offline"
+# What a run with no model says once, at its start (graph.announce_models; a chat at its start).
+OFFLINE_NOTE = (
+    "no model configured: running offline (rule-based planner and critic, fusion codegen as "
+    "coder); set OPENAI_API_KEY and --model to use an LLM"
+)
 ENV_PREFIX = "KERNELWRIGHT_"
 
 

@@ -179,3 +179,21 @@ def test_offline_from_judges_the_persons_kernel_in_round_one(tmp_path, monkeypat
     assert run["candidates"][0]["origin"] == "human" and run["best"]["candidate"] == 1
     assert "current kernel: round_01/cand_1 (ok" in out  # its verdict, not the unjudged file
     assert (run["dir"] / "best.py").read_text().endswith(MINE.rstrip() + "\n")
+
+
+def test_offline_chat_says_no_model_once_at_its_start(tmp_path, monkeypatch):
+    # issue 25: every turn resumed the run and said it again; a resumed chat said it only
+    # after the person's first message (/quit).
+    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELWRIGHT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    runs = tmp_path / "runs"
+    where = ["--model", "offline", "--out", runs, "--db", tmp_path / "k.db", *CHEAP]
+    code_, out, err = kw("chat", GELU, *where, stdin="")
+    assert code_ == 0, out + err
+    assert out.count("no model configured") == 1
+    assert out.index("no model configured") < out.index("your turn")
+    run = only_run(runs)
+    code_, out, err = kw("chat", "--resume", run["run_id"], *where[2:], stdin="/quit\n")
+    assert code_ == 0, out + err
+    assert out.count("no model configured") == 1  # not again when /quit resumes the run
+    assert out.index("no model configured") < out.index("your turn")
