@@ -58,7 +58,17 @@ def foreign_imports(source: str) -> list[str]:
 FORWARD_ONLY_GUARD = """
 
 # -- kernelwright: forward only --------------------------------------------------------------------
+import os as _kw_os
+
 import torch as _kw_torch
+
+# Triton reads TRITON_INTERPRET when the kernels above are defined: set it before the import.
+_KW_INTERPRETED = _kw_os.environ.get("TRITON_INTERPRET") == "1"
+_KW_NO_GPU = (
+    "kernelwright: this ModelNew's Triton kernels run on a CUDA GPU and torch sees none here; "
+    "on CPU, set TRITON_INTERPRET=1 before importing this module (the Triton interpreter: "
+    "slow, for checking only)"
+)
 
 _KW_FORWARD_ONLY = (
     "kernelwright: this ModelNew is forward-only (exported from run {run_id}): its Triton kernels "
@@ -85,6 +95,8 @@ class ModelNew(_KwModelNew):  # noqa: F811 (the kernel's ModelNew, guarded)
     __doc__ = _KwModelNew.__doc__
 
     def forward(self, *args, **kwargs):
+        if not _KW_INTERPRETED and not _kw_torch.cuda.is_available():
+            raise RuntimeError(_KW_NO_GPU)  # Triton's own error would not say why
         tensors = (*args, *kwargs.values(), *self.parameters())
         watched = [t for t in tensors if isinstance(t, _kw_torch.Tensor) and t.requires_grad]
         run = super().forward
@@ -92,6 +104,12 @@ class ModelNew(_KwModelNew):  # noqa: F811 (the kernel's ModelNew, guarded)
             return run(*args, **kwargs)
         return _KwForwardOnly.apply(lambda: run(*args, **kwargs), *watched)
 """
+
+
+RUNS_ON = (
+    "a CUDA GPU; on CPU only with TRITON_INTERPRET=1 set before it is imported (the Triton "
+    "interpreter: slow, for checking)"
+)
 
 
 def header(run: dict, key: str, tuned: dict[str, int], summary: str, guarded: bool = False) -> str:
@@ -105,6 +123,7 @@ def header(run: dict, key: str, tuned: dict[str, int], summary: str, guarded: bo
         f"{run.get('task_name', '?')} ({run.get('config', {}).get('dtype', 'fp32')}).",
         f"Verified: {summary}.",
         f"Measured on {where}, torch {env.get('torch', '?')}, triton {env.get('triton', '?')}.",
+        f"Runs on: {RUNS_ON}.",
         f"Tuned launch constants: {constants}.",
         (
             "Guarded: needs torch, triton and kernelwright (kernelwright.runtime, the guard at the"
@@ -321,4 +340,5 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(
         f"wrote {done.path}: ModelNew of run {done.run_id} ({done.key}){guarded}, constants {tuned}"
     )
+    print(f"runs on: {RUNS_ON}")
     return EXIT_OK

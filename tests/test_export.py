@@ -5,12 +5,16 @@ one-line refusal when the run has no verified winner."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 from test_cli_support import EXAMPLES, TASKS, check_standalone, kw
 
-from kernelwright.commands.export import foreign_imports
+from kernelwright.commands.export import RUNS_ON, foreign_imports
 from kernelwright.sandbox.results import EvalResult, Timings
 
 GOOD = (EXAMPLES / "gelu.py").read_text()
@@ -51,6 +55,7 @@ def test_export_writes_the_tuned_winner_as_a_standalone_module(tmp_path):
     assert code == 0, err
     assert out == (
         f"wrote {target}: ModelNew of run gelu-1 (round_01/cand_1), constants BLOCK_SIZE=512\n"
+        f"runs on: {RUNS_ON}\n"
     )
     text = target.read_text()
     assert text.startswith("# Exported by kernelwright from run gelu-1 (round_01/cand_1)")
@@ -105,3 +110,34 @@ def test_best_py_and_the_export_say_forward_only_once(tmp_path):
     text = target.read_text()
     assert BEST_PY_HEADER not in text and text.count("Forward only") == 1
     assert "# Exported by kernelwright" in text.split(TUNED.rstrip())[0]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="what the module says where CUDA is missing")
+def test_the_exported_module_without_cuda_says_to_set_triton_interpret(tmp_path):
+    # issue 25: it failed with Triton's raw "0 active drivers ([]). There should only be one."
+    make_run(tmp_path / "runs", "gelu-5", best=True)
+    target = tmp_path / "where" / "exported.py"
+    code, out, err = kw("export", "gelu-5", "--out", tmp_path / "runs", "--to", target)
+    assert code == 0, err
+    assert "runs on: a CUDA GPU; on CPU only with TRITON_INTERPRET=1" in out
+    assert "# Runs on: a CUDA GPU; on CPU only with TRITON_INTERPRET=1" in target.read_text()
+    (target.parent / "task.py").write_text((TASKS / "gelu.py").read_text())
+    script = (
+        "import exported, task, torch\n"
+        "model = exported.ModelNew(*task.get_init_inputs())\n"
+        "model(torch.randn(4, 8))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TRITON_INTERP"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=target.parent,
+        env={**env, "PYTHONPATH": str(target.parent)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError: kernelwright: this ModelNew's Triton kernels run on a")
+    assert "set TRITON_INTERPRET=1 before importing this module" in last
+    assert "There should only be one" not in done.stderr

@@ -14,6 +14,7 @@ from pathlib import Path
 from test_cli_support import EXAMPLES, TASKS, kw
 
 import kernelwright
+from kernelwright.commands.export import RUNS_ON
 from kernelwright.sandbox.results import Correctness, EvalResult, Timings
 
 GOOD = (EXAMPLES / "gelu.py").read_text()
@@ -79,6 +80,7 @@ def test_export_guard_writes_the_reference_and_the_verified_envelope(tmp_path):
     assert out == (
         f"wrote {target}: ModelNew of run gelu-g (round_01/cand_1) behind the runtime guard, "
         "constants as written\n"
+        f"runs on: {RUNS_ON}\n"
     )
     text = target.read_text()
     assert "# Guarded: needs torch, triton and kernelwright" in text
