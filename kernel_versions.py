@@ -147,6 +147,17 @@ def versions(
     return [_version(r) for r in rows]
 
 
+def origin_run(conn: sqlite3.Connection, key: Key, version: int) -> str | None:
+    """The run a version came from: a later run that verifies the same source again (a chat's
+    cache hit, a nightly's re-measurement) is not its origin."""
+    row = conn.execute(
+        "SELECT run_id FROM kernel_versions WHERE task_hash = ? AND env_key = ? AND variant = ? "
+        "AND version = ?",
+        (*key, version),
+    ).fetchone()
+    return row[0] if row is not None else None
+
+
 def append(conn: sqlite3.Connection, key: Key, fields: dict[str, Any]) -> int:
     """Append the next version of `key` (its number is returned); `fields` are the remaining
     columns up to `note` (the revert columns start empty)."""

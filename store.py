@@ -725,7 +725,8 @@ class Store:
             ):
                 return False
             if row is not None and row["source"] == source and row["version"] is not None:
-                version = row["version"]
+                version = row["version"]  # re-measured: one kernel keeps one origin
+                run_id = kernel_versions.origin_run(conn, key, version) or run_id
             else:
                 version = kernel_versions.append(
                     conn,

@@ -71,6 +71,19 @@ def test_a_faster_kernel_is_the_next_version_and_a_remeasurement_is_not(store):
     assert numbers(store, env_key=A100.key) == [(1, "a", "current")]
 
 
+@pytest.mark.parametrize("speedup", [None, 1.5], ids=["interpreter", "timed"])
+def test_a_kernel_verified_again_by_a_later_run_keeps_its_origin(store, speedup):
+    # issue 25: a chat's cache hit of the optimize run's kernel made `report --db` name the
+    # chat run as its source while `history` named the optimize run as v1.
+    assert store.set_best_kernel("k1", ok(speedup), run_id="gelu-optimize")
+    store.set_best_kernel("k1", ok(speedup), run_id="gelu-chat", only_if_better=False)
+    [current] = store.current_kernels()
+    [v1] = store.kernel_versions()
+    assert (current.version, current.run_id) == (1, "gelu-optimize") == (v1.version, v1.run_id)
+    assert store.set_best_kernel("k2", ok(None if speedup is None else 2.0), run_id="gelu-later")
+    assert store.current_kernels()[0].run_id == "gelu-later"  # a new kernel: its own run
+
+
 def test_revert_restores_the_previous_version_and_keeps_the_reverted_one(store):
     for source, speedup in (("k1", 1.5), ("k2", 2.0), ("k3", 2.5)):
         store.set_best_kernel(source, ok(speedup), run_id=f"run-{source}")
