@@ -274,7 +274,10 @@ def test_report_of_a_run_and_of_the_store(offline, tmp_path):
     code, out, _ = kw("report", "--db", root / "k.db", "--to", tmp_path / "store")
     assert code == 0 and "best kernels in" in out
     (row,) = [line for line in out.splitlines() if line.startswith("gelu")]
-    assert "cpu (interpreter)" in row and second["run_id"] in row
+    # The second run found the same kernel again: its origin stays the first run, as history's v1.
+    assert "cpu (interpreter)" in row and first["run_id"] in row and second["run_id"] not in row
+    code, out, _ = kw("history", "gelu", "--db", root / "k.db")
+    assert code == 0 and first["run_id"] in out and second["run_id"] not in out
     summary = json.loads((tmp_path / "store" / "suite.json").read_text())["summary"]
     assert (summary["tasks"], summary["correct"]) == (1, 1)
 
