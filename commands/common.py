@@ -139,6 +139,9 @@ def run_config(args: argparse.Namespace, **overrides):
         check_executor(config)
     except (ValueError, PreflightError) as e:
         raise UserError(str(e)) from None
+    where = not_writable(Path(config.out_dir))
+    if where is not None:  # every search command writes its run directories there
+        raise UserError(f"--out {config.out_dir}: {where} is not writable")
     return config if config.db else config.replace(db=default_db_path(config.out_dir))
 
 

@@ -103,7 +103,8 @@ def test_a_second_suite_or_night_on_one_out_or_db_is_refused(
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap makes the read-only mount")
 @pytest.mark.parametrize("command", ["optimize", "suite"])
-def test_a_read_only_out_says_the_directory_is_not_writable(tmp_path, command):
+@pytest.mark.parametrize("db", ["inside", "elsewhere"])
+def test_a_read_only_out_says_the_directory_is_not_writable(tmp_path, command, db):
     ro = tmp_path / "ro"
     (ro / "runs").mkdir(parents=True)
     package = Path(__file__).resolve().parent.parent
@@ -113,6 +114,8 @@ def test_a_read_only_out_says_the_directory_is_not_writable(tmp_path, command):
     env["PYTHONPATH"] = os.pathsep.join([where, env.get("PYTHONPATH", "")])
     target = TASKS / "gelu.py" if command == "optimize" else TASKS
     args = [command, str(target), "--out", str(ro / "runs"), "--model", "offline"]
+    if db == "elsewhere":  # the store can be written, the run directories cannot
+        args += ["--db", str(tmp_path / "k.db")]
     done = subprocess.run(
         ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(ro), str(ro), "--",
          sys.executable, "-m", "kernelwright.cli", *args],
