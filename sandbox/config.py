@@ -36,17 +36,16 @@ class EvalConfig:
     check_variant: bool = True
     # Extra calls whose outputs are all checked (stateful drift), on top of the trials.
     drift_calls: int = 8
-    # Timing (CUDA only): interleaved candidate / eager / torch.compile, median of `reps`.
+    # Calls whose outputs the candidate's process holds at once for the reuse check: a ring of
+    # fewer persistent output buffers than this is found (fewer for outputs over 4 GiB / this).
+    reuse_calls: int = 20
+    # Timing (CUDA only): the judge's clock over rounds of calls, median of `reps` rounds.
     timing: bool = True
     warmup: int = 5
     reps: int = 50
     compile_baseline: bool = True
     cuda_graphs: bool = False
     l2_flush: bool = True
-    # A GPU-side spin of this many microseconds queued before each start event, so every
-    # contender's host-side launch path (Python, Triton's launcher) overlaps it instead of being
-    # timed as idle GPU; 0 turns it off. Work slower to launch than this still shows in the time.
-    head_start_us: float = 100.0
     # Limits of the sandboxed worker.
     timeout_s: float = 180.0  # wall clock for one candidate, compile included
     setup_timeout_s: float = 900.0  # reference, baselines and torch.compile of a new task

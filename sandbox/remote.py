@@ -43,9 +43,17 @@ class Sandbox:
     """One zygote, started once per judge and replaced when a candidate broke it."""
 
     def __init__(
-        self, device: str, root: Path, *, os_sandbox: bool = True, triton_seed: Path | None = None
+        self,
+        device: str,
+        root: Path,
+        *,
+        os_sandbox: bool = True,
+        triton_seed: Path | None = None,
+        allocator: Path | None = None,
     ):
         self.device = device
+        # The candidates' device allocator on a GPU (arena.py), in a directory bound read-only.
+        self.allocator = allocator
         self.triton_seed = triton_seed
         self.root = root
         self.dir = root / "candidates"
@@ -60,7 +68,7 @@ class Sandbox:
         if probe.works:
             argv = bwrap.command(
                 [*inner, "--pid-namespace"],
-                readonly=bwrap.python_paths(),
+                readonly=[*bwrap.python_paths(), *([str(allocator.parent)] if allocator else [])],
                 writable=[str(self.dir)],
                 env=env,
                 device=device,
@@ -124,7 +132,7 @@ class Sandbox:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, *, source: str, dtype: str, config: Any) -> CandidateProcess:
+    def spawn(self, *, source: str, dtype: str, config: Any, arena: Any = None) -> CandidateProcess:
         """A fresh candidate process in a new directory holding the candidate's source."""
         self.wait_ready()
         home = self.dir / f"cand-{secrets.token_hex(8)}"
@@ -149,8 +157,13 @@ class Sandbox:
                     "max_file_mb": config.max_file_mb,
                     "gpu_memory_fraction": config.gpu_memory_fraction,
                     "precision": config.precision,
+                    **(
+                        {"arena": {"so": str(self.allocator), "nbytes": arena.nbytes}}
+                        if arena is not None and self.allocator is not None
+                        else {}
+                    ),
                 },
-                [theirs.fileno(), log_fd],
+                [theirs.fileno(), log_fd, *([arena.fd] if arena is not None else [])],
             )
             got = transport.receive(self.control, 30.0)
         finally:

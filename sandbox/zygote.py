@@ -62,11 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         if got is None:
             continue
         m = got.message
-        if m.get("op") == "spawn" and len(got.fds) == 2:
+        if m.get("op") == "spawn" and len(got.fds) in (2, 3):
             pid = os.fork()
             if pid == 0:
                 control.close()
-                _child(m, got.fds[0], got.fds[1], args.device)  # never returns
+                arena_fd = got.fds[2] if len(got.fds) == 3 else None
+                _child(m, got.fds[0], got.fds[1], args.device, arena_fd)  # never returns
             got.close()
             children.add(pid)
             transport.send(control, {"pid": pid})
@@ -113,7 +114,7 @@ def enter_home(home: Path, env: dict[str, str]) -> None:
     tempfile.tempdir = str(home)
 
 
-def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
+def _child(m: dict, sock_fd: int, log_fd: int, device: str, arena_fd: int | None) -> None:
     """The candidate process: its own session, directory, limits; then serve the judge."""
     code = 0
     try:
@@ -121,9 +122,14 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         os.close(log_fd)
-        # Nothing of the zygote's descriptors but the candidate's own socket.
-        os.closerange(3, sock_fd)
-        os.closerange(sock_fd + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        # Nothing of the zygote's descriptors but the candidate's own socket (and, on a GPU,
+        # the judge's arena until it is mapped).
+        keep = sorted({sock_fd, *([arena_fd] if arena_fd is not None else [])})
+        low = 3
+        for fd in keep:
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         home = Path(m["home"])
         enter_home(home, m["env"])
         sys.path[:] = [p for p in sys.path if p not in ("", ".")]
@@ -141,13 +147,21 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
         from .isolation import limit_cpu_seconds
 
         limit_cpu_seconds(float(m["cpu_time_s"]))
-        if device != "cpu":
+        arena = None
+        if device != "cpu" and arena_fd is not None and m.get("arena"):
+            from .arena import install
+
+            # Every device tensor of this process in the judge's region, before CUDA starts.
+            arena = install(str(m["arena"]["so"]), arena_fd, int(m["arena"]["nbytes"]))
+            os.close(arena_fd)
+        elif device != "cpu":
             torch.cuda.set_device(0)
             fraction = float(m.get("gpu_memory_fraction", 0.9))
             torch.cuda.set_per_process_memory_fraction(fraction, 0)
         sock = socket.socket(fileno=sock_fd)
         dtype = transport.DTYPES[m["dtype"]]
-        CandidateServer(sock, device, home, dtype, m.get("precision", "strict")).serve()
+        precision = m.get("precision", "strict")
+        CandidateServer(sock, device, home, dtype, precision, arena=arena).serve()
     except BaseException:  # the judge sees the socket close and asks how the child ended
         import traceback
 
