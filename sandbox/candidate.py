@@ -157,7 +157,11 @@ class CandidateServer:
         host_inputs, keep = [], []
         for desc in m["inputs"]:
             if "tensor" in desc:
-                buffer, host = transport.rebuild(desc["tensor"], fds, max_bytes=1 << 40)
+                # Shared: forward may write its inputs in place, and on the host the judge
+                # reads what it left through its own view of the buffer.
+                buffer, host = transport.rebuild(
+                    desc["tensor"], fds, max_bytes=1 << 40, shared=True
+                )
                 keep.append(buffer)
                 host_inputs.append(host)
             else:
@@ -389,8 +393,7 @@ class CandidateServer:
 
     def export_tensor(self, t: torch.Tensor, buffers: list, *, keep_layout: bool) -> dict:
         t = plain(t)
-        buffer, _ = transport.export(t, keep_layout=keep_layout)
-        buffers.append(buffer)
+        buffers.append(transport.export_sealed(t, keep_layout=keep_layout))
         desc = transport.describe(t, len(buffers) - 1, contiguous=not keep_layout)
         return desc
 
