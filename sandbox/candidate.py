@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import io
 import os
 import socket
 import sys
@@ -30,7 +31,7 @@ from typing import Any
 
 import torch
 
-from . import integrity, launches, transport, tritoncompat
+from . import integrity, launches, sourcetext, transport, tritoncompat
 from .compare import flatten_outputs, storages_overlap
 from .guard import Guard
 from .task import Task, load_parameters, seeded, task_namespace
@@ -251,14 +252,33 @@ class CandidateServer:
     # -- helpers -------------------------------------------------------------------------------
 
     def load_module(self) -> None:
+        """Import the candidate from the text the judge checked: the file's bytes (the judge
+        wrote them) decoded as strict UTF-8 and compiled as a str, so that no coding
+        declaration makes Python decode other text (sourcetext.py). linecache holds the same
+        lines, for inspect.getsource (Triton reads a kernel's source so) and tracebacks."""
         import importlib.util
+        import linecache
 
+        filename = str(self.path)
+        with open(filename, "rb") as f:
+            data, stat = f.read(), os.fstat(f.fileno())
+        try:
+            text = sourcetext.decode(data)
+        except UnicodeDecodeError as e:
+            raise Refusal(
+                "rejected", f"the candidate file is not valid UTF-8 ({e})", "encoding"
+            ) from None
+        lines = io.StringIO(text, newline=None).readlines()  # split as linecache would
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        linecache.cache[filename] = (stat.st_size, stat.st_mtime, lines, filename)
         spec = importlib.util.spec_from_file_location(self.module_name, self.path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # a .py path has one
         sys.modules[self.module_name] = module
         self.module = module
         with self.candidate_code("importing the candidate"):
-            spec.loader.exec_module(module)  # type: ignore[union-attr]  # a .py path has a loader
+            code = compile(text, filename, "exec", dont_inherit=True)
+            exec(code, module.__dict__)
 
     @contextlib.contextmanager
     def candidate_code(self, what: str):
@@ -429,8 +449,7 @@ class CandidateServer:
 
     def export_tensor(self, t: torch.Tensor, buffers: list, *, keep_layout: bool) -> dict:
         t = plain(t)
-        buffer, _ = transport.export(t, keep_layout=keep_layout)
-        buffers.append(buffer)
+        buffers.append(transport.export_sealed(t, keep_layout=keep_layout))
         desc = transport.describe(t, len(buffers) - 1, contiguous=not keep_layout)
         return desc
 

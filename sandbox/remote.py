@@ -137,7 +137,9 @@ class Sandbox:
         self.wait_ready()
         home = self.dir / f"cand-{secrets.token_hex(8)}"
         home.mkdir()
-        (home / "candidate.py").write_text(source)
+        # UTF-8 whatever the locale: the bytes the candidate process decodes are the checked
+        # text (an unpaired surrogate is written as is, and refused there as not UTF-8).
+        (home / "candidate.py").write_bytes(source.encode("utf-8", "surrogatepass"))
         if self.triton_seed is not None and self.triton_seed.is_dir():
             shutil.copytree(self.triton_seed, home / "triton")
         else:

@@ -158,6 +158,12 @@ CASES = [
     # write (input-mutation).
     runtime("hidden_inplace", "rejected", ("output-type", "alias", "input-mutation")),
     runtime("overwrite_pristine", ("incorrect", "rejected"), ("mismatch", "sandbox-introspection")),
+    # Its replies' memfds unsealed and resized under the judge's copy: refused before mapping.
+    runtime("memfd_resize_race", "rejected", "protocol"),
+    # Code that only a UTF-7 reading of the file sees: refused statically; with the static
+    # checks off the candidate process runs the checked UTF-8 text, an honest kernel.
+    Case("encoding_cookie_utf7", "rejected", "encoding"),
+    runtime("encoding_cookie_utf7", "ok", None),
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
@@ -182,13 +188,38 @@ def pool():
             os.environ[SECRET_NAME] = saved
 
 
+class _Verdicts(dict):
+    """{case id: Future[EvalResult]}; a case not submitted yet is submitted when asked for."""
+
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def __missing__(self, key: str):
+        case = next(c for c in CASES if c.id == key)
+        source = (ZOO / f"{case.exploit}.py").read_text()
+        future = self[key] = self.pool.submit(case.task, source, config_for(case))
+        return future
+
+
 @pytest.fixture(scope="module")
-def verdicts(pool):
-    """Every case submitted at once; {case id: Future[EvalResult]}."""
-    return {
-        case.id: pool.submit(case.task, (ZOO / f"{case.exploit}.py").read_text(), config_for(case))
-        for case in CASES
-    }
+def verdicts(pool, request):
+    """The selected cases submitted at once (every case when the escape check runs), so warm
+    workers share them and `-k` runs only what it selects."""
+    selected = [item for item in request.session.items if item.module is request.module]
+    if any(item.originalname == "test_nothing_escaped_the_sandbox" for item in selected):
+        wanted = {case.id for case in CASES}
+    else:
+        wanted = {
+            item.callspec.params["case"].id
+            for item in selected
+            if hasattr(item, "callspec") and "case" in item.callspec.params
+        }
+    found = _Verdicts(pool)
+    for case in CASES:
+        if case.id in wanted:
+            found[case.id]  # submitted now
+    return found
 
 
 def test_every_exploit_file_is_in_the_table():
@@ -240,6 +271,15 @@ def test_nothing_escaped_the_sandbox(pool, verdicts):
     assert not any(pool.root.glob(f"**/{ESCAPED_FILE}"))
 
 
+def test_an_encoding_declaration_hides_nothing(pool, verdicts):
+    full = verdicts["encoding_cookie_utf7-full-encoding"].result(timeout=900)
+    assert "utf-7" in full.message and full.message.startswith("line 2: [encoding]"), full.message
+    ran = verdicts["encoding_cookie_utf7-runtime-None"].result(timeout=900)
+    assert ran.status == "ok", ran.summary()  # not the hidden write (sandbox-file), not zeroes
+    assert not any(pool.root.glob(f"**/{ESCAPED_FILE}"))
+    assert not (pool.root / ESCAPED_FILE).exists()
+
+
 def test_keys_are_not_in_the_worker_environment(verdicts):
     result = verdicts["env_api_keys-runtime-None"].result(timeout=900)
     assert "no key found" in result.message
@@ -264,6 +304,21 @@ def test_the_next_candidate_is_not_disturbed_by_a_leftover_signal_handler():
         second = pool.submit(AFFINE, HONEST_AFFINE, config)
         assert first.result().status == "ok", first.result().summary()
         assert second.result().status == "ok", second.result().summary()
+
+
+@pytest.mark.slow
+def test_the_judge_survives_a_memfd_resized_under_its_copy():
+    # The same judge process (started once, never replaced) gives the next candidate its
+    # verdict: the racing candidate's memfds were refused, never mapped.
+    config = BASE.replace(unsafe_skip_static_checks=True)
+    with EvalPool(workers=1) as pool:
+        raced = pool.submit(AFFINE, (ZOO / "memfd_resize_race.py").read_text(), config)
+        second = pool.submit(AFFINE, HONEST_AFFINE, config)
+        first = raced.result()
+        assert (first.status, first.rule) == ("rejected", "protocol"), first.summary()
+        assert "not sealed" in first.message
+        assert second.result().status == "ok", second.result().summary()
+        assert (pool.stats["started"], pool.stats["replaced"]) == (1, 0), pool.stats
 
 
 def test_a_forged_reply_never_becomes_a_verdict(verdicts):
