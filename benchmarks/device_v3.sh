@@ -22,10 +22,12 @@ for step in "$@"; do
             $L1/2_Standard_matrix_multiplication_.py $L1/34_InstanceNorm.py \
             $L2/32_Conv2d_Scaling_Min.py $L2/14_Gemm_Divide_Sum_Scaling.py \
             --results "$out/RESULTS-judge.md" ;;
-        zoo) timeout "$limit" python3 -m pytest -q -x -p no:cacheprovider tests/test_zoo.py \
-            tests/test_remote.py tests/test_judge_clock.py ;;
+        zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
+            tests/test_remote.py ;;
         gpu) timeout "$limit" python3 -m pytest -q -p no:cacheprovider -m gpu ;;
-        harness) timeout "$limit" python3 benchmarks/harness_bench.py --results "$out/RESULTS-harness.md" ;;
+        harness) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
+            --results "$out/RESULTS-harness.md" ;;
+        clock) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_judge_clock.py ;;
         memory) timeout "$limit" python3 benchmarks/memory_bench.py $L1/*.py --results "$out/RESULTS-memory.md" ;;
         suite*) lvl=${name#suite}; timeout "$limit" python3 -m kernelwright.cli suite \
             "shared/kernelbench/level$lvl" --model offline --out "/tmp/$name" --db "/tmp/$name.sqlite" \

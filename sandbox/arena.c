@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define ALIGN 512u
 #define MAX_BLOCKS 65536
@@ -60,7 +62,16 @@ void *kw_malloc(ssize_t size, int device, void *stream) {
         break;
     }
     pthread_mutex_unlock(&lock);
-    return out; /* NULL: torch raises its out-of-memory error */
+    if (out == NULL && want > 0) {
+        /* torch does not check a pluggable allocator's NULL: a kernel would write at address 0
+         * (an illegal address). The limit is the arena's size: say so and end the process with
+         * the code the judge reads as the memory rule (remote.py, ARENA_EXHAUSTED). */
+        fprintf(stderr, "kernelwright arena: no room for %zu more bytes (%zu in use of the "
+                "arena, which is the candidate's device memory limit)\n", want, in_use);
+        fflush(stderr);
+        _exit(75);
+    }
+    return out;
 }
 
 void kw_free(void *ptr, ssize_t size, int device, void *stream) {

@@ -41,8 +41,10 @@ from .verdict import (
 # The candidate's peak may reach max(MEMORY_FACTOR x the reference's, reference + MEMORY_SLACK).
 MEMORY_FACTOR = 4
 MEMORY_SLACK = 1 << 30
+# The most output bytes the reuse check holds at once.
+REUSE_BYTES = 4 << 30
 # Device memory the judge keeps for itself beside the arena, in task footprints.
-JUDGE_RESERVE = 4
+JUDGE_RESERVE = 3
 _STATUSES_FROM_CANDIDATE = ("rejected", "compile_error", "runtime_error", "incorrect")
 
 
@@ -281,9 +283,12 @@ class Evaluation(TimedChecks):
         return self.main_region if name == "main" else self.variant_region
 
     def reuse_calls(self) -> int:
-        """Calls whose outputs are all held at once by the reuse check (issue 29)."""
+        """Calls whose outputs are all held at once by the reuse check (issue 29): up to
+        config.reuse_calls, fewer where they would take more than REUSE_BYTES or, on a GPU,
+        a third of the arena (never fewer than 2: an output written again by the next call)."""
         per = max(self.ctx.main.output_bytes, 1)
-        return max(3, min(self.config.reuse_calls, (4 << 30) // per))
+        room = REUSE_BYTES if self.arena is None else min(REUSE_BYTES, self.arena.nbytes // 3)
+        return max(2, min(self.config.reuse_calls, room // per))
 
     def output_limit(self) -> int:
         return 4 * max(self.ctx.main.footprint, 1 << 20) + (1 << 30)

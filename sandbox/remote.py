@@ -217,6 +217,11 @@ class Sandbox:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The exit code of a candidate process whose device allocation found no room in the arena
+# (arena.c): the memory rule.
+ARENA_EXHAUSTED = 75
+
+
 class CandidateProcess:
     """One candidate's process: requests with deadlines, host memory watched, log tail kept."""
 
@@ -289,6 +294,14 @@ class CandidateProcess:
                 f"code, or a kill); the next candidate gets a fresh process.\n{tail}",
             )
         code = status.get("exit")
+        if code == ARENA_EXHAUSTED:
+            return CandidateFailure(
+                "rejected",
+                "memory",
+                f"the candidate's device memory passed its limit {when}: its allocations come "
+                "from the judge's arena, whose size is the limit (max(4x the reference's peak, "
+                f"that + 1 GiB), or --max-memory).\n{tail}",
+            )
         return CandidateFailure(
             "crashed",
             "exit",

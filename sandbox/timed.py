@@ -286,9 +286,10 @@ class TimedChecks:
 
     def describe_round(self, snaps: list[Any], n: int) -> list[Any]:
         """After the clock: the outputs' structure, each leaf cut from the judge's copy."""
+        got = self.req({"op": "describe"}, expect=("outputs",))  # its state is checked too
         if self.arena is None:
+            got.close()
             return snaps
-        got = self.req({"op": "describe"}, expect=("outputs",))
         try:
             outs = got.message.get("outputs")
             if not (isinstance(outs, list) and len(outs) == n):

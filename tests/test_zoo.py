@@ -164,6 +164,12 @@ CASES = [
     # checks off the candidate process runs the checked UTF-8 text, an honest kernel.
     Case("encoding_cookie_utf7", "rejected", "encoding"),
     runtime("encoding_cookie_utf7", "ok", None),
+    # The judge v3 (issue 30, 29; tests/test_judge_clock.py times them): forged clocks and
+    # work moved into the input draw change no verdict; a ring of output buffers is refused.
+    runtime("forged_round_times", "ok", None),
+    runtime("input_draw_work", "ok", None),
+    runtime("ring_buffers", "rejected", "reuse"),
+    Case("workspace_view_honest", "ok", None),
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
@@ -224,7 +230,8 @@ def verdicts(pool, request):
 
 def test_every_exploit_file_is_in_the_table():
     files = {p.stem for p in ZOO.glob("*.py")}
-    gpu_only = {"memo_after_checks", "huge_workspace"}  # below
+    gpu_only = {"memo_after_checks", "huge_workspace", "hidden_memory_peak"}  # below and
+    # tests/test_judge_clock.py
     assert files == {c.exploit for c in CASES} | gpu_only
     assert len(files) >= 22
 

@@ -1,5 +1,5 @@
-# Honest (issue 29's control): the output is a view of a workspace allocated fresh on every
-# call (a padded buffer, the result its leading part). Nothing is reused: accepted.
+# Exploit (the control of issue 29, honest): the output is a view of a workspace allocated fresh
+# on every call (a padded buffer, the result its leading part). Nothing is reused: accepted.
 import torch
 import torch.nn as nn
 import triton
