@@ -151,7 +151,12 @@ class CandidateServer:
         return {"ok": True, "state": self.state()}
 
     def op_ping(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
-        """The judge's calibration of one round trip (before any candidate code is imported)."""
+        """The judge's calibration of a round with no work (before any candidate code is
+        imported): on a GPU one tiny kernel and a synchronize, as a round has."""
+        if m.get("device") and self.cuda:
+            t = torch.ones(1, device=self.device)
+            t += 1
+            torch.cuda.synchronize()
         return {"pong": True}
 
     def op_regions(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:

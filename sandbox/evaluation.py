@@ -44,7 +44,7 @@ MEMORY_SLACK = 1 << 30
 # The most output bytes the reuse check holds at once.
 REUSE_BYTES = 4 << 30
 # Device memory the judge keeps for itself beside the arena, in task footprints.
-JUDGE_RESERVE = 3
+JUDGE_RESERVE = 4
 _STATUSES_FROM_CANDIDATE = ("rejected", "compile_error", "runtime_error", "incorrect")
 
 
@@ -80,6 +80,7 @@ class Evaluation(TimedChecks):
         self.variant_region: Any = None
         self.regions_bytes = 0
         self.fill_ms = self.rtt_ms = self.snap_ms = 0.0
+        self.timed, self.calls = False, 1
         self.sampler: Any = None  # nvml.Sampler: the candidate's device memory past the arena
         self.context_bytes = 0  # the candidate process's CUDA context, before its code ran
         self.held_bytes = 0  # the most output bytes the judge asked the candidate to hold at once
@@ -91,11 +92,13 @@ class Evaluation(TimedChecks):
     def run(self, base: dict[str, Any]) -> EvalResult:
         base = {**base, "phases_s": self.phases}
         timed = self.config.timing and (self.w.cuda or self.config.host_clock_for_tests)
+        self.timed = timed
         calls = 1
         baseline: dict[str, Any] = {}
         with self.step("baseline"):
             if timed:
                 calls = self.plan_round()
+            self.calls = calls
             # On CPU every held call's output has a slot of its own; on a GPU outputs stay in
             # the arena and the held calls share input set 0.
             held = 1 if self.w.cuda else self.reuse_calls()
@@ -220,14 +223,24 @@ class Evaluation(TimedChecks):
             )
         except RuntimeError as e:
             raise Verdict("crashed", f"internal evaluator error: {e}", rule="worker-start") from e
-        # One round trip with the evaluator's own code answering, before the candidate's code
-        # is imported (it is what the judge takes out of each timed round).
+        # One round with no work, the evaluator's own code answering, before the candidate's
+        # code is imported: the round trip and, on a GPU, the switches between the judge's
+        # context and the candidate's (measured on the H200: ~1 ms a round). It is what the
+        # judge takes out of each timed round beside its own input writes and output copy.
         trips = []
         for _ in range(20):
+            self.sync()
             started = time.perf_counter()
-            self.req({"op": "ping"}, expect=("pong",)).close()
+            if self.arena is not None:
+                region = self.main_region[0]
+                region.flat[:4].copy_(region.flat[4:8])
+                self.sync()
+            self.req({"op": "ping", "device": self.arena is not None}, expect=("pong",)).close()
+            if self.arena is not None:
+                self.arena.view(0, 512).clone()
+                self.sync()
             trips.append((time.perf_counter() - started) * 1000.0)
-        self.rtt_ms = statistics.median(trips)
+        self.rtt_ms = statistics.median(trips[2:])
         if self.w.cuda:
             from .nvml import Sampler, available
 
@@ -245,7 +258,7 @@ class Evaluation(TimedChecks):
         device, the outputs it compares: JUDGE_RESERVE x the task's footprint)."""
         limit = self.limit_bytes() or (8 << 30)
         free, _ = self.torch.cuda.mem_get_info()
-        reserve = JUDGE_RESERVE * self.ctx.main.footprint + (2 << 30)
+        reserve = JUDGE_RESERVE * self.ctx.main.footprint + (4 << 30)
         return max(256 << 20, min(limit, free - reserve))
 
     def sampler_pause(self, paused: bool) -> None:
@@ -626,7 +639,6 @@ class Evaluation(TimedChecks):
         by the judge when returned; then every held output is read again. One that changed was
         written after it was returned (a ring of persistent buffers handed out in turn). On a
         GPU the judge also sees storage identity itself: two held outputs sharing arena bytes."""
-        from .compare import same_bits
 
         from .regions import fingerprint
 

@@ -147,23 +147,24 @@ class TimedChecks:
             self.sync()
             fills.append((time.perf_counter() - started) * 1000.0)
         self.fill_ms = statistics.median(fills)
-        self.snap_ms = 0.0
-        if self.arena is not None:  # the copy of n calls' outputs out of the arena
-            nbytes = [
-                max(1, sum(_numel(s) * _esize(d, self.torch) for s, d in self.ctx.main.out_meta))
-                for _ in range(n)
-            ]
-            snaps = []
-            for _ in range(CALIBRATION_REPS):
-                self.sync()
-                started = time.perf_counter()
-                offset = 0
-                for b in nbytes:
-                    self.arena.view(offset, b).clone()
-                    offset += -(-b // 512) * 512
-                self.sync()
-                snaps.append((time.perf_counter() - started) * 1000.0)
-            self.snap_ms = statistics.median(snaps)
+
+    def calibrate_snapshot(self, n: int) -> None:
+        """The judge's copy of n calls' outputs out of the arena, measured alone."""
+        nbytes = [
+            max(1, sum(_numel(s) * _esize(d, self.torch) for s, d in self.ctx.main.out_meta))
+            for _ in range(n)
+        ]
+        snaps = []
+        for _ in range(CALIBRATION_REPS):
+            self.sync()
+            started = time.perf_counter()
+            offset = 0
+            for b in nbytes:
+                self.arena.view(offset, b).clone()
+                offset += -(-b // 512) * 512
+            self.sync()
+            snaps.append((time.perf_counter() - started) * 1000.0)
+        self.snap_ms = statistics.median(snaps)
 
     def baseline_rounds(self, n: int) -> dict[str, Any]:
         """Eager and torch.compile, timed in rounds of n calls before any candidate process."""

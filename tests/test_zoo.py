@@ -342,9 +342,11 @@ def test_a_workspace_far_beyond_the_task_is_rejected():
         source = (ZOO / "huge_workspace.py").read_text()
         result = pool.submit(MATMUL, source, config).result()
         assert (result.status, result.rule) == ("rejected", "memory"), result.summary()
+        # Allowed, the arena (its limit) holds the 50 GB; the judge counts the pages the
+        # candidate wrote, and it writes one byte of them.
         allowed = pool.submit(MATMUL, source, config.replace(max_memory_gb=80.0)).result()
         assert allowed.status == "ok", allowed.summary()
-        assert allowed.memory.candidate_peak_bytes > 50 * 2**30
+        assert allowed.memory.candidate_peak_bytes < 2**30, allowed.memory
 
 
 @pytest.mark.gpu
