@@ -261,6 +261,11 @@ class Evaluation(TimedChecks):
         reserve = JUDGE_RESERVE * self.ctx.main.footprint + (4 << 30)
         return max(256 << 20, min(limit, free - reserve))
 
+    def arena_short(self) -> bool:
+        """The arena is smaller than the memory rule's limit (the device had no more room)."""
+        limit = self.limit_bytes()
+        return limit is not None and self.arena.nbytes + (64 << 20) < limit
+
     def sampler_pause(self, paused: bool) -> None:
         if self.sampler is not None:
             (self.sampler.paused.set if paused else self.sampler.paused.clear)()
@@ -300,7 +305,7 @@ class Evaluation(TimedChecks):
         config.reuse_calls, fewer where they would take more than REUSE_BYTES or, on a GPU,
         a third of the arena (never fewer than 2: an output written again by the next call)."""
         per = max(self.ctx.main.output_bytes, 1)
-        room = REUSE_BYTES if self.arena is None else min(REUSE_BYTES, self.arena.nbytes // 3)
+        room = REUSE_BYTES if self.arena is None else min(REUSE_BYTES, self.arena.nbytes // 4)
         return max(2, min(self.config.reuse_calls, room // per))
 
     def output_limit(self) -> int:
@@ -317,6 +322,16 @@ class Evaluation(TimedChecks):
         try:
             got = self.proc.request(message, fds, deadline=self.deadline)
         except CandidateFailure as f:
+            if f.rule == "memory" and self.arena is not None and self.arena_short():
+                raise Verdict(
+                    "crashed",
+                    "internal evaluator error: the device had room for an arena of only "
+                    f"{_gib(self.arena.nbytes)} beside the judge, under the candidate's limit of "
+                    f"{_gib(self.limit_bytes())}; the candidate needed more than the arena, "
+                    f"not more than its limit.\n{f.message}",
+                    rule="evaluator",
+                    recycle=True,
+                ) from None
             raise Verdict(f.status, f.message, rule=f.rule, recycle=True) from None
         m = got.message
         for v in m.get("state") or []:
@@ -904,6 +919,7 @@ class Evaluation(TimedChecks):
         if self.arena is not None:
             self.arena.close()
             self.arena = None
+        self.snap_buf = None
         if self.w.cuda:
             with contextlib.suppress(Exception):
                 self.torch.cuda.empty_cache()

@@ -159,8 +159,9 @@ class TimedChecks:
             self.sync()
             started = time.perf_counter()
             offset = 0
+            self.snap_cursor = 0
             for b in nbytes:
-                self.arena.view(offset, b).clone()
+                self.snap_into(self.arena.view(offset, b))
                 offset += -(-b // 512) * 512
             self.sync()
             snaps.append((time.perf_counter() - started) * 1000.0)
@@ -264,6 +265,7 @@ class TimedChecks:
         if self.arena is None:
             return [self.rebuild(s, [], "main", f"timed call {k}") for k, s in enumerate(spans)]
         copies = []
+        self.snap_cursor = 0
         for leaves in spans:
             if not isinstance(leaves, list):
                 raise Verdict("rejected", "a malformed round reply", rule="protocol")
@@ -277,13 +279,30 @@ class TimedChecks:
                 if not ok or leaf[1] > self.output_limit():
                     raise Verdict("rejected", "a malformed round reply", rule="protocol")
                 try:
-                    row.append((leaf[0], leaf[1], self.arena.view(leaf[0], leaf[1]).clone()))
+                    row.append(
+                        (leaf[0], leaf[1], self.snap_into(self.arena.view(leaf[0], leaf[1])))
+                    )
                 except ValueError:
                     raise Verdict(
                         "rejected", "a timed output outside the arena", rule="protocol"
                     ) from None
             copies.append(row)
         return copies
+
+    def snap_into(self, src):
+        """Copy `src` (arena bytes) into the judge's snapshot buffer, allocated once per
+        evaluation so that no round pays for an allocation the calibration did not."""
+        torch = self.torch
+        n = src.numel()
+        start = self.snap_cursor
+        end = start + -(-n // 512) * 512
+        if getattr(self, "snap_buf", None) is None or self.snap_buf.numel() < end:
+            size = max(end, 2 * self.calls * max(self.ctx.main.output_bytes, 1))
+            self.snap_buf = torch.empty(size, dtype=torch.uint8, device=src.device)
+        out = self.snap_buf[start : start + n]
+        out.copy_(src)
+        self.snap_cursor = end
+        return out
 
     def describe_round(self, snaps: list[Any], n: int) -> list[Any]:
         """After the clock: the outputs' structure, each leaf cut from the judge's copy."""
