@@ -127,6 +127,10 @@ def command(
         "--unshare-all",  # user, ipc, pid, net, uts, cgroup namespaces
         "--die-with-parent",
         "--new-session",  # no TIOCSTI into the judge's terminal
+        # No capability inside, even where bwrap runs as real root (it keeps them all there):
+        # CAP_SYS_PTRACE would open a non-dumpable zygote's memory.
+        "--cap-drop",
+        "ALL",
         "--clearenv",
         *_system_binds(),
     ]

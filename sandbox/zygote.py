@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from . import transport
+from .isolation import not_dumpable
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     control = socket.socket(fileno=args.control_fd)
     started = time.monotonic()
     _warm(args.device)
+    # Not dumpable from here on, and so every child forked after: no candidate may open this
+    # process's /proc/PID/mem, the memory every later candidate is forked from.
+    if not_dumpable():
+        layers.append("zygote-not-dumpable")
     transport.send(
         control,
         {"ready": os.getpid(), "layers": layers, "warm_s": round(time.monotonic() - started, 3)},
@@ -138,9 +143,10 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
         import torch
 
         from .candidate import CandidateServer
-        from .isolation import limit_cpu_seconds
+        from .isolation import drop_privileges, limit_cpu_seconds
 
         limit_cpu_seconds(float(m["cpu_time_s"]))
+        drop_privileges()
         if device != "cpu":
             torch.cuda.set_device(0)
             fraction = float(m.get("gpu_memory_fraction", 0.9))

@@ -158,6 +158,9 @@ CASES = [
     # write (input-mutation).
     runtime("hidden_inplace", "rejected", ("output-type", "alias", "input-mutation")),
     runtime("overwrite_pristine", ("incorrect", "rejected"), ("mismatch", "sandbox-introspection")),
+    # The judge version 3: the zygote out of its children's reach (tests/test_sandbox_wall.py
+    # runs each before an honest candidate on one judge).
+    runtime("zygote_mem_write", "runtime_error", None),  # "refused": not dumpable, no caps
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
