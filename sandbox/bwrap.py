@@ -113,13 +113,14 @@ def command(
     device: str,
     keep_fds: Iterable[int] = (),
     seccomp_fd: int | None = None,
+    chdir: str | None = None,
 ) -> list[str]:
     """The bwrap argv that runs `inner` in the sandbox.
 
     readonly: paths bound read-only at the same place (the Python installation, site-packages,
     the project); writable: paths bound read-write (the candidates' directory); env: the whole
     environment inside (bwrap starts from an empty one); device "cuda:N" binds the control
-    nodes and /dev/nvidiaN only.
+    nodes and /dev/nvidiaN only; chdir: the working directory inside.
     """
     p = probe()
     argv = [
@@ -152,6 +153,12 @@ def command(
         argv += ["--setenv", name, value]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if chdir is not None:
+        argv += ["--chdir", chdir]
+    # /tmp read-only once every bind below it is mounted (not recursive: the binds keep theirs):
+    # a directory every candidate of the sandbox could write would be one they share (each
+    # writes in its own home, which is also its TMPDIR).
+    argv += ["--remount-ro", "/tmp"]
     del keep_fds  # inherited descriptors pass through bwrap as they are (pass_fds of Popen)
     return [*argv, "--", *inner]
 

@@ -164,12 +164,17 @@ def _libc() -> ctypes.CDLL | None:
     return ctypes.CDLL(name, use_errno=True) if name else None
 
 
+def prctl(option: int, value: int) -> bool:
+    """prctl(option, value, 0, 0, 0) through libc; True if it worked."""
+    libc = _libc()
+    return libc is not None and libc.prctl(option, value, 0, 0, 0) == 0
+
+
 def not_dumpable() -> bool:
     """prctl(PR_SET_DUMPABLE, 0): no process without CAP_SYS_PTRACE may open this one's
     /proc/PID/mem (or maps, or ptrace it), even one of the same uid. Forked children inherit it;
     a process still reads its own /proc/self files. True if it worked."""
-    libc = _libc()
-    return libc is not None and libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    return prctl(PR_SET_DUMPABLE, 0)
 
 
 def drop_privileges() -> list[str]:

@@ -48,11 +48,24 @@ class Sandbox:
         self.device = device
         self.triton_seed = triton_seed
         self.root = root
+        # Candidates' homes, one per candidate, and the zygote's own directory (its working
+        # directory and HOME, read-only in the sandbox): neither writable by a candidate where
+        # the judge is root (a candidate holds no capability), and nothing of one candidate's is
+        # left in either when the next one starts (CandidateProcess.close sweeps).
         self.dir = root / "candidates"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.zygote_dir = root / "zygote"
+        for d in (self.dir, self.zygote_dir):
+            d.mkdir(parents=True, exist_ok=True)
+            _out_of_reach(d)
+        self.live: set[str] = set()
+        # Where the zygote's imports may write temporary files (they ask for a usable
+        # directory); removed once it is ready, before any candidate starts.
+        self.zygote_tmp = self.dir / "zygote-tmp"
+        self.zygote_tmp.mkdir(exist_ok=True)
         self.log_path = root / "zygote.log"
         self.control, child = transport.channel_pair()
-        env = _sandbox_env(os.environ, device, self.dir)
+        env = _sandbox_env(os.environ, device, self.zygote_dir)
+        env["TMPDIR"] = str(self.zygote_tmp)
         inner = [sys.executable, "-m", "kernelwright.sandbox.zygote"]
         inner += ["--control-fd", str(child.fileno()), "--device", device]
         probe = bwrap.probe() if os_sandbox else bwrap.Probe(None, False, False, "turned off")
@@ -60,11 +73,12 @@ class Sandbox:
         if probe.works:
             argv = bwrap.command(
                 [*inner, "--pid-namespace"],
-                readonly=bwrap.python_paths(),
+                readonly=[*bwrap.python_paths(), str(self.zygote_dir)],
                 writable=[str(self.dir)],
                 env=env,
                 device=device,
                 seccomp_fd=seccomp_fd,
+                chdir=str(self.zygote_dir),
             )
             self.layers = ["bubblewrap", "pid-namespace", "mount-namespace", "netns", "no-secrets"]
             if seccomp_fd is not None:
@@ -90,7 +104,7 @@ class Sandbox:
                 stderr=subprocess.STDOUT,
                 pass_fds=fds,
                 env=env if not probe.works else {"PATH": env.get("PATH", "/usr/bin:/bin")},
-                cwd=self.dir,
+                cwd=self.zygote_dir,
                 start_new_session=True,
             )
         child.close()
@@ -103,6 +117,7 @@ class Sandbox:
         the judge imports torch meanwhile)."""
         if self.ready is None:
             self.ready = self._await_ready()
+            shutil.rmtree(self.zygote_tmp, ignore_errors=True)
             self.layers += [x for x in self.ready.get("layers", []) if x not in self.layers]
 
     def _await_ready(self) -> dict[str, Any]:
@@ -129,6 +144,7 @@ class Sandbox:
         self.wait_ready()
         home = self.dir / f"cand-{secrets.token_hex(8)}"
         home.mkdir()
+        self.live.update((home.name, f"{home.name}.log"))
         (home / "candidate.py").write_text(source)
         if self.triton_seed is not None and self.triton_seed.is_dir():
             shutil.copytree(self.triton_seed, home / "triton")
@@ -175,6 +191,20 @@ class Sandbox:
             return {"zygote": "lost"}
         got.close()
         return got.message.get("status", {})
+
+    def sweep(self, done: Path) -> None:
+        """Remove a finished candidate's home and log, and anything else in the candidates'
+        directory that no live candidate owns (what one planted beside its home)."""
+        self.live.difference_update((done.name, f"{done.name}.log"))
+        with contextlib.suppress(OSError):
+            for entry in self.dir.iterdir():
+                if entry.name in self.live:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        entry.unlink()
 
     def host_pid(self, ns_pid: int) -> int | None:
         """The host PID of a process the zygote reports by its own (namespace) PID."""
@@ -296,9 +326,7 @@ class CandidateProcess:
             with contextlib.suppress(OSError):
                 transport.send(self.sock, {"op": "bye"})
         self.end()
-        shutil.rmtree(self.home, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
+        self.sandbox.sweep(self.home)
 
     def log_tail(self) -> str:
         return _tail(self.log)
@@ -335,6 +363,15 @@ def _descendants(pid: int | None) -> list[int]:
             found.extend(kids)
             todo.extend(kids)
     return found
+
+
+def _out_of_reach(path: Path) -> None:
+    """Make a directory of the judge's one no candidate may write: owned by nobody where the
+    judge is root (a candidate is uid 0 without capabilities, so only the mode's 'other' bits
+    apply to it), never group- or world-writable."""
+    os.chmod(path, 0o755)
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
 
 
 def _sandbox_env(parent: os._Environ | dict, device: str, home: Path) -> dict[str, str]:

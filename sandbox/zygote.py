@@ -19,6 +19,7 @@ it: the next candidate is a new fork of this untouched process, in a new directo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import signal
@@ -28,7 +29,9 @@ import time
 from pathlib import Path
 
 from . import transport
-from .isolation import not_dumpable
+from .isolation import not_dumpable, prctl
+
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pid-namespace", action="store_true")
     parser.add_argument("--isolate-network", action="store_true")
     args = parser.parse_args(argv)
+    # `python -m` put the working directory (the zygote's own, read-only) first on sys.path:
+    # no candidate inherits an import path entry but the installation's.
+    cwd = os.path.realpath(os.getcwd())
+    sys.path[:] = [p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != cwd]
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if not args.pid_namespace:
+        # Without a PID namespace of our own, a process a candidate left in a new session would
+        # go to init; as the subreaper we get it back, and _reap kills everything below us.
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
     layers = []
     if args.isolate_network:
         from .isolation import isolate_network
@@ -113,9 +124,19 @@ def enter_home(home: Path, env: dict[str, str]) -> None:
     """
     os.chdir(home)
     os.environ.update(
-        HOME=str(home), TMPDIR=str(home), TRITON_CACHE_DIR=str(home / "triton"), **env
+        HOME=str(home),
+        TMPDIR=str(home),
+        # Every cache a candidate's process reads or writes is its own: nothing one candidate
+        # leaves in a cache is loaded by another (the seeded Triton cache is a copy).
+        TRITON_CACHE_DIR=str(home / "triton"),
+        TORCHINDUCTOR_CACHE_DIR=str(home / "inductor"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        PYTHONPYCACHEPREFIX=str(home / "pycache"),
+        **env,
     )
     tempfile.tempdir = str(home)
+    sys.pycache_prefix = str(home / "pycache")
+    sys.dont_write_bytecode = True
 
 
 def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
@@ -166,7 +187,8 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
 
 
 def _reap(pid: int, own_namespace: bool) -> dict:
-    """Kill the candidate's group (and, in our own PID namespace, every stray process) and wait."""
+    """Kill the candidate's group and every stray process (in our own PID namespace, all but
+    this one and its init; else everything below us, their subreaper) and wait."""
     if pid > 0:
         for target in (-pid, pid):
             try:
@@ -181,15 +203,48 @@ def _reap(pid: int, own_namespace: bool) -> dict:
                     os.kill(int(entry), signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-    if pid <= 0:
-        return {}
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return {}
-    if os.WIFSIGNALED(status):
-        return {"signal": os.WTERMSIG(status)}
-    return {"exit": os.WEXITSTATUS(status)}
+    status: dict = {}
+    if pid > 0:
+        try:
+            _, code = os.waitpid(pid, 0)
+            status = (
+                {"signal": os.WTERMSIG(code)}
+                if os.WIFSIGNALED(code)
+                else {"exit": os.WEXITSTATUS(code)}
+            )
+        except ChildProcessError:
+            pass
+    if not own_namespace:  # one candidate lives at a time: nothing below us outlives it
+        for _ in range(50):
+            below = _descendants(os.getpid())
+            if not below:
+                break
+            for other in below:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(other, signal.SIGKILL)
+            _collect_zombies(set())
+            time.sleep(0.005)
+    return status
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below `pid` (the children file of each of its threads, recursively)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
 
 
 def _collect_zombies(children: set[int]) -> None:

@@ -42,3 +42,91 @@ def test_a_candidate_cannot_write_the_zygote_memory(os_sandbox):
     assert "refused (PermissionError" in a.message, a.summary()
     assert "overwrote" not in a.message, a.summary()
     assert h.status == "ok", h.summary()
+
+
+# Honest, and looks for what an earlier candidate could have left where its process imports
+# from (os.path.exists does not pass the audit hook); raises if anything is there.
+FINDS_NO_PLANT = HONEST_AFFINE.replace(
+    "        y = torch.empty_like(x)",
+    """        import os
+        import sys
+        home = os.getcwd()
+        places = [home, os.path.dirname(home), "/tmp", *sys.path]
+        places.append(os.path.join(os.path.dirname(os.path.dirname(home)), "zygote"))
+        found = [p for p in places if p and os.path.exists(os.path.join(p, "einops.py"))]
+        if found:
+            raise RuntimeError(f"an earlier candidate's einops.py is in {found}")
+        y = torch.empty_like(x)""",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not bwrap.probe().works, reason="bubblewrap cannot run here")
+def test_a_module_planted_by_a_candidate_is_seen_by_no_later_one():
+    with EvalPool(workers=1) as pool:
+        attacker = pool.submit(AFFINE, (ZOO / "plant_import_module.py").read_text(), RUNTIME)
+        honest = pool.submit(AFFINE, FINDS_NO_PLANT, RUNTIME)
+        a, h = attacker.result(), honest.result()
+        assert not any(pool.root.glob("**/einops.py"))
+    assert "planted nowhere but its home" in a.message, a.summary()
+    assert "candidates: refused" in a.message and "zygote: refused" in a.message, a.message
+    assert "/tmp: refused" in a.message, a.message
+    assert h.status == "ok", h.summary()
+
+
+# Leaves a file in its home and a process in a session of its own that sleeps, with the guard
+# off (fork and exec are refused there); the candidate after it looks for both.
+LEAVES_A_PROCESS = HONEST_AFFINE.replace(
+    "class ModelNew(nn.Module):",
+    """import os
+import sys
+
+checks = sys.modules["kernelwright.sandbox.guard"]
+saved, checks._GUARD = checks._GUARD, None
+open("left_behind.txt", "w").write(os.getcwd())
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(300)", "kw-stray"])
+    os._exit(0)
+os.wait()
+checks._GUARD = saved
+
+
+class ModelNew(nn.Module):""",
+)
+FINDS_NO_PROCESS = HONEST_AFFINE.replace(
+    "        y = torch.empty_like(x)",
+    """        import os
+        import sys
+        checks = sys.modules["kernelwright.sandbox.guard"]
+        saved, checks._GUARD = checks._GUARD, None
+        try:
+            strays = []
+            for pid in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if b"kw-stray" in f.read():
+                            strays.append(pid)
+                except OSError:
+                    pass
+            homes = [d for d in os.listdir(os.path.dirname(os.getcwd())) if d.startswith("cand-")]
+            homes = [d for d in homes if not d.endswith(".log")]
+        finally:
+            checks._GUARD = saved
+        if strays or len(homes) != 1:
+            raise RuntimeError(f"left behind: processes {strays}, homes {homes}")
+        y = torch.empty_like(x)""",
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("os_sandbox", SANDBOXES)
+def test_a_candidate_home_and_processes_are_gone_before_the_next_verdict(os_sandbox):
+    config = RUNTIME.replace(os_sandbox=os_sandbox)
+    with EvalPool(workers=1) as pool:
+        first = pool.submit(AFFINE, LEAVES_A_PROCESS, config)
+        second = pool.submit(AFFINE, FINDS_NO_PROCESS, config)
+        a, b = first.result(), second.result()
+    assert a.status == "ok", a.summary()
+    assert b.status == "ok", b.summary()

@@ -161,6 +161,7 @@ CASES = [
     # The judge version 3: the zygote out of its children's reach (tests/test_sandbox_wall.py
     # runs each before an honest candidate on one judge).
     runtime("zygote_mem_write", "runtime_error", None),  # "refused": not dumpable, no caps
+    runtime("plant_import_module", "runtime_error", None),  # "planted nowhere but its home"
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.

@@ -1,11 +1,11 @@
 # Exploit: rewrite the process that forks the next candidate. With the audit hook switched off,
-# the candidate opens /proc/<zygote>/mem read-write (its parent, or any process whose command
-# line names the zygote) and overwrites every b"ModelNew" in the zygote's writable mappings:
-# every later candidate of that judge would be refused "defines no class ModelNew" (and the same
-# write could change any byte later candidates run). The zygote is not dumpable and nothing in
-# the sandbox holds a capability (bwrap --cap-drop ALL; without bwrap the candidate process
-# drops its own): the open is refused, and the candidate says so ("refused", runtime_error).
-# Had it got through, it would have returned the right answer and passed.
+# the candidate opens /proc/<zygote>/mem read-write (its parent, or in the sandbox any process
+# whose command line names the zygote) and overwrites every b"ModelNew" in the zygote's
+# writable mappings: every later candidate of that judge would be refused "defines no class
+# ModelNew" (and the same write could change any byte later candidates run). The zygote is not
+# dumpable and nothing in the sandbox holds a capability (bwrap --cap-drop ALL; without bwrap
+# the candidate process drops its own): the open is refused, and the candidate says so
+# ("refused", runtime_error). Had it got through, it would have returned the right answer.
 import os
 import sys
 
@@ -38,8 +38,15 @@ def _disarmed(attack):
 
 
 def _zygotes():
+    """Its parent; inside the sandbox's own PID namespace also any process that names the
+    zygote (never elsewhere: without bubblewrap /proc shows the host's other judges)."""
     pids = [os.getppid()]
-    for entry in os.listdir("/proc"):
+    try:
+        with open("/proc/1/cmdline", "rb") as f:
+            sandboxed = b"bwrap" in f.read()
+    except OSError:
+        sandboxed = False
+    for entry in os.listdir("/proc") if sandboxed else []:
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
