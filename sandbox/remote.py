@@ -163,6 +163,9 @@ class Sandbox:
                     "env": {},
                     "cpu_time_s": config.cpu_time_s,
                     "max_file_mb": config.max_file_mb,
+                    "host_memory_bytes": (
+                        int(config.host_memory_gb * 2**30) if config.host_rlimit else None
+                    ),
                     "gpu_memory_fraction": config.gpu_memory_fraction,
                     "precision": config.precision,
                 },
@@ -239,6 +242,7 @@ class CandidateProcess:
         self.sandbox, self.sock, self.pid = sandbox, sock, pid
         self.home, self.log = home, log
         self.memory_cap = config.host_memory_gb * 2**30
+        self.rlimit = bool(config.host_rlimit)
         self.host = sandbox.host_pid(pid)
         self.ended: dict[str, Any] | None = None
 
@@ -273,8 +277,22 @@ class CandidateProcess:
                     "evaluator's own code may write to its channel",
                 ) from None
             if got is not None:
+                self._name_the_limit(got.message)
                 return got
             self.check_memory()
+
+    def _name_the_limit(self, message: dict[str, Any]) -> None:
+        """A host allocation the candidate process was refused: say which limit refused it."""
+        e = message.get("error")
+        if not (self.rlimit and isinstance(e, dict) and e.get("rule") == "memory"):
+            return
+        text = e.get("message")
+        if isinstance(text, str) and "CUDA" not in text:
+            e["message"] = (
+                f"{text}\n(the candidate process's host memory is capped at "
+                f"{self.memory_cap / 2**30:g} GB of private writable memory: RLIMIT_DATA, from "
+                "EvalConfig.host_memory_gb)"
+            )
 
     def check_memory(self) -> None:
         rss = sum(rss_bytes(p) or 0 for p in [self.host, *_descendants(self.host)] if p)

@@ -157,6 +157,11 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str) -> None:
         # The soft limit only: transport lifts it while sizing a memfd (memory, not a file).
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, hard))
+        if m.get("host_memory_bytes"):
+            # Private writable memory (heap, anonymous maps; what it inherited from us too), not
+            # address space: CUDA reserves far more of that than it uses.
+            cap = int(m["host_memory_bytes"])
+            resource.setrlimit(resource.RLIMIT_DATA, (cap, cap))
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         import socket

@@ -130,3 +130,19 @@ def test_a_candidate_home_and_processes_are_gone_before_the_next_verdict(os_sand
         a, b = first.result(), second.result()
     assert a.status == "ok", a.summary()
     assert b.status == "ok", b.summary()
+
+
+@pytest.mark.slow
+def test_host_memory_is_capped_on_the_candidate_process_and_polled_by_the_judge():
+    source = (ZOO / "host_memory_hog.py").read_text()
+    config = EvalConfig(timing=False, compile_baseline=False, timeout_s=60.0, host_memory_gb=1.5)
+    with EvalPool(workers=1) as pool:
+        capped = pool.submit(AFFINE, source, config).result()
+        polled = pool.submit(AFFINE, source, config.replace(host_rlimit=False)).result()
+        honest = pool.submit(AFFINE, HONEST_AFFINE, config).result()
+    assert (capped.status, capped.rule) == ("runtime_error", "memory"), capped.summary()
+    assert "RLIMIT_DATA" in capped.message and "1.5 GB" in capped.message, capped.message
+    # Without the rlimit, the judge's polling of the process's resident memory kills it.
+    assert (polled.status, polled.rule) == ("crashed", "memory"), polled.summary()
+    assert "host memory" in polled.message
+    assert honest.status == "ok", honest.summary()

@@ -85,6 +85,8 @@ CASES = [
     Case("wild_pointer_kernel", *WILD_POINTER),
     # The CPU allocator refuses 200 GB at once; a GPU raises OutOfMemoryError ("memory").
     Case("huge_allocation", "runtime_error", "memory"),
+    # 3 GB held in forward: the candidate process's own RLIMIT_DATA refuses the allocation.
+    Case("host_memory_hog", "runtime_error", "memory", config={"host_memory_gb": 1.5}),
     # Caught statically...
     Case("side_stream", "rejected", "stream"),
     Case("background_thread", "rejected", "import"),
