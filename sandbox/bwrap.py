@@ -2,8 +2,9 @@
 
 The zygote (and every candidate process it forks) runs under `bwrap --unshare-all
 --die-with-parent --new-session` with an explicit read-only view of what Python, torch and
-Triton need, a private writable directory, a fresh /proc of its own PID namespace, no network,
-a cleared environment and only the CUDA device nodes of its GPU, as Flatpak calls it. A seccomp
+Triton need, the candidates' directory writable, an empty read-only /tmp, a fresh /proc of its
+own PID namespace, no network, no capability (--cap-drop ALL, also where bwrap runs as real
+root), a cleared environment and only the CUDA device nodes of its GPU. A seccomp
 filter (libseccomp through pyseccomp, compiled here and handed to bwrap with --seccomp) refuses
 the system calls a candidate has no use for and that reach beyond its process: ptrace and
 process_vm_*, mount and namespace calls, keyrings, BPF, perf events, io_uring (which bypasses

@@ -12,8 +12,12 @@ Control requests (JSON over a SEQPACKET socket, see transport.py):
 - {"op": "spawn", ...} with [candidate socket, log file] attached: fork; reply {"pid": N}.
 - {"op": "reap", "pid": N}: kill the child's process group and, in the sandbox's own PID
   namespace, every process but this one and its init; reply how the child ended.
-Nothing a candidate leaves behind (signal handlers, threads, patched modules, files) outlives
-it: the next candidate is a new fork of this untouched process, in a new directory.
+Nothing a candidate leaves behind (signal handlers, threads, patched modules, files, processes)
+outlives it: the next candidate is a new fork of this untouched process, in a new directory.
+Untouched because no candidate can reach it: once warm it is not dumpable (its /proc/PID/mem
+opens for no one without CAP_SYS_PTRACE, and nothing in the sandbox holds a capability), its
+working directory is its own (read-only in the sandbox, dropped from sys.path), and a
+candidate's process drops its privileges and gets an RLIMIT_DATA before candidate code runs.
 """
 
 from __future__ import annotations
