@@ -51,6 +51,10 @@ class EvalConfig:
     setup_timeout_s: float = 900.0  # reference, baselines and torch.compile of a new task
     cpu_time_s: float = 600.0  # CPU seconds for one candidate (RLIMIT_CPU)
     host_memory_gb: float = 16.0  # resident memory of the worker; above it the worker is killed
+    # Also cap the candidate process's private writable memory at host_memory_gb (RLIMIT_DATA,
+    # set before candidate code runs: an allocation past it fails, rule "memory"). Off only
+    # where a CUDA driver reserves more than that; the judge's RSS polling holds either way.
+    host_rlimit: bool = True
     gpu_memory_fraction: float = 0.9  # of the device, per worker (torch caching allocator cap)
     max_file_mb: int = 512  # RLIMIT_FSIZE: no file the worker writes may be larger
     # Device memory the candidate may peak at (GB); None: max(4x the reference's peak, the
@@ -83,6 +87,7 @@ class EvalConfig:
     def cache_key(self) -> dict[str, Any]:
         """The fields that change a verdict (not the limits): part of the result-cache key."""
         d = self.to_dict()
-        for k in ("timeout_s", "setup_timeout_s", "cpu_time_s", "host_memory_gb", "max_file_mb"):
+        limits = ("timeout_s", "setup_timeout_s", "cpu_time_s", "host_memory_gb", "max_file_mb")
+        for k in (*limits, "host_rlimit"):
             d.pop(k)
         return d

@@ -85,6 +85,8 @@ CASES = [
     Case("wild_pointer_kernel", *WILD_POINTER),
     # The CPU allocator refuses 200 GB at once; a GPU raises OutOfMemoryError ("memory").
     Case("huge_allocation", "runtime_error", "memory"),
+    # 3 GB held in forward: the candidate process's own RLIMIT_DATA refuses the allocation.
+    Case("host_memory_hog", "runtime_error", "memory", config={"host_memory_gb": 1.5}),
     # Caught statically...
     Case("side_stream", "rejected", "stream"),
     Case("background_thread", "rejected", "import"),
@@ -170,6 +172,10 @@ CASES = [
     runtime("input_draw_work", "ok", None),
     runtime("ring_buffers", "rejected", "reuse"),
     Case("workspace_view_honest", "ok", None),
+    # The judge version 3: the zygote out of its children's reach (tests/test_sandbox_wall.py
+    # runs each before an honest candidate on one judge).
+    runtime("zygote_mem_write", "runtime_error", None),  # "refused": not dumpable, no caps
+    runtime("plant_import_module", "runtime_error", None),  # "planted nowhere but its home"
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
