@@ -223,8 +223,36 @@ def _verdict(v: KernelVersion) -> str:
     return v.status + note
 
 
-def history_table(key: Key, versions: list[KernelVersion]):
+def latest_nights(store, key: Key) -> dict[str, object]:
+    """The latest nightly re-verification of each source on this task, environment and variant,
+    by source hash (a version's kernel is the source it was promoted with)."""
+    task_hash, env_key, variant = key
+    latest: dict[str, object] = {}
+    for row in store.history(task_hash, env_key=env_key):  # oldest first: the last one stays
+        if row.variant == variant and row.source_hash:
+            latest[row.source_hash] = row
+    return latest
+
+
+def _night(row) -> str:
+    if row is None:
+        return "-"
+    speed = f", {speedup_x(row.speedup_eager)}" if row.speedup_eager is not None else ""
+    return f"{row.status} {row.night}{speed}"
+
+
+def _night_json(row) -> dict | None:
+    if row is None:
+        return None
+    keep = ("night", "status", "rule", "speedup_eager", "speedup_compiled", "message")
+    return {k: getattr(row, k) for k in keep}
+
+
+def history_table(key: Key, versions: list[KernelVersion], nights: dict | None = None):
     from rich.table import Table
+
+    nights = nights or {}
+    nightly = any(v.source_hash in nights for v in versions)  # the column only where it says some
 
     table = Table(title=f"{versions[0].task_name}: {where(key)}", title_justify="left")
     for name, justify in (
@@ -235,6 +263,7 @@ def history_table(key: Key, versions: list[KernelVersion]):
         ("verdict", "left"),
         ("vs eager", "right"),
         ("vs compile", "right"),
+        *([("last nightly", "left")] if nightly else []),
         ("run", "left"),
         ("hash", "left"),
     ):
@@ -248,6 +277,7 @@ def history_table(key: Key, versions: list[KernelVersion]):
             _verdict(v),
             speedup_x(v.speedup_eager),
             speedup_x(v.speedup_compiled),
+            *([_night(nights.get(v.source_hash))] if nightly else []),
             v.run_id or "-",
             v.source_hash[:12],
             style="bold" if v.current else ("dim" if v.reverted else None),
@@ -268,9 +298,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not found:
         one_key(store, args.task, args.env, args.variant, db)  # raises, saying what is there
     if args.json:
+        nights = {key: latest_nights(store, key) for key in found}
         rows = [
-            {**_public(dataclasses.asdict(v)), "state": v.state}
-            for versions in found.values()
+            {
+                **_public(dataclasses.asdict(v)),
+                "state": v.state,
+                "last_nightly": _night_json(nights[key].get(v.source_hash)),
+            }
+            for key, versions in found.items()
             for v in versions
         ]
         print(json.dumps(rows, indent=2))
@@ -278,5 +313,5 @@ def cmd_history(args: argparse.Namespace) -> int:
     width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
     console = Console(file=sys.stdout, width=width, highlight=False)
     for key in sorted(found):
-        console.print(history_table(key, found[key]))
+        console.print(history_table(key, found[key], latest_nights(store, key)))
     return EXIT_OK

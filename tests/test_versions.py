@@ -257,3 +257,34 @@ def test_promote_of_a_run_whose_directory_is_gone_takes_its_kernel_from_the_stor
     code, _, err = kw("promote", "gelu-nowhere", *place)
     assert code == 2 and "no run 'gelu-nowhere' under" in err
     assert "holds no kernel of run 'gelu-nowhere' either" in err
+
+
+def test_history_shows_each_versions_latest_nightly_verdict(tmp_path):
+    import dataclasses
+
+    runs, db = tmp_path / "runs", tmp_path / "k.db"
+    place = ("--out", runs, "--db", db)
+    make_run(runs, "gelu-fast", GOOD, 2.0)
+    make_run(runs, "gelu-slow", TUNED, 1.5)
+    assert kw("promote", "gelu-fast", *place)[0] == 0
+    assert kw("promote", "gelu-slow", *place)[0] == 0
+    v1, v2 = json.loads(kw("history", "gelu", *place, "--json")[1])
+    assert v1["last_nightly"] is None and v2["last_nightly"] is None
+    store = Store(db)
+    for h, speedup, night in (
+        (v1["source_hash"], 1.9, "2026-05-02"),
+        (v2["source_hash"], 1.6, "2026-05-03"),
+        (v2["source_hash"], 1.4, "2026-05-04"),
+    ):
+        r = dataclasses.replace(ok(speedup, task_hash="gelu-hash"), source_hash=h)
+        store.record_verification(r, task_name="gelu", night=night)
+    store.close()
+    v1, v2 = json.loads(kw("history", "gelu", *place, "--json")[1])
+    assert (v1["last_nightly"]["night"], v1["last_nightly"]["speedup_eager"]) == ("2026-05-02", 1.9)
+    assert (v2["last_nightly"]["night"], v2["last_nightly"]["status"]) == ("2026-05-04", "ok")
+    assert v2["speedup_eager"] == 1.5  # beside the verdict it was promoted with
+    code, out, err = kw("history", "gelu", *place)
+    assert code == 0, err
+    assert "last nightly" in out
+    row = next(line for line in out.splitlines() if "gelu-slow" in line)
+    assert "ok 2026-05-04, 1.40x" in row and "1.50x" in row
