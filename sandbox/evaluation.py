@@ -503,8 +503,10 @@ class Evaluation(TimedChecks):
 
         torch = self.torch
         dtype = DTYPES.get(d.get("dtype"))  # type: ignore[arg-type]
-        shape, stride = d.get("shape"), d.get("stride")
-        offset, nbytes = d.get("offset"), d.get("nbytes")
+        shape: Any = d.get("shape")
+        stride: Any = d.get("stride")
+        offset: Any = d.get("offset")
+        nbytes: Any = d.get("nbytes")
         ints = all(isinstance(v, int) and v >= 0 for v in (offset, nbytes))
         if dtype is None or not ints or not (_int_list(shape) and _int_list(stride)):
             raise Verdict("rejected", "a malformed output place", rule="protocol")

@@ -149,7 +149,7 @@ def input_slot(t: torch.Tensor, offset: int) -> Slot:
         offset,
         str(t.dtype).removeprefix("torch."),
         tuple(t.shape),
-        tuple(t.stride()),  # type: ignore[arg-type]  # real tensors have int strides
+        tuple(t.stride()),
         count,
     )
 
