@@ -90,9 +90,13 @@ def _brief(v: KernelVersion) -> str:
 def cmd_promote(args: argparse.Namespace) -> int:
     from ..run.record import RunRecord
     from ..run.records import variant_of
-    from .common import find_run_dir
+    from .common import NoSuchRun, find_run_dir
 
-    record = RunRecord.load(find_run_dir(args.run, args.out))
+    try:
+        run_dir = find_run_dir(args.run, args.out)
+    except NoSuchRun as gone:
+        return _promote_from_store(args, gone)
+    record = RunRecord.load(run_dir)
     winner = record.winner
     if winner is None or not winner.result.ok:
         print(
@@ -101,12 +105,56 @@ def cmd_promote(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_NEGATIVE
-    store = open_store(store_path(args))
-    result, variant = winner.result, variant_of(record.run_config)
+    return _promote(
+        open_store(store_path(args)),
+        winner.source,
+        winner.result,
+        variant_of(record.run_config),
+        record.task_name,
+        record.run_id,
+        record.finished,
+        f"run {record.run_id}'s kernel ({winner.key})",
+    )
+
+
+def _promote_from_store(args: argparse.Namespace, gone: Exception) -> int:
+    """RUN's directory is gone: promote the kernel the store kept of it (the latest version
+    that run promoted, with the verdict it was promoted with), and say so."""
+    from ..sandbox.results import EvalResult
+
+    db = store_path(args)
+    if not Path(db).is_file():
+        raise gone
+    store = open_store(db)
+    kept = [v for v in store.kernel_versions() if v.run_id == args.run]
+    if not kept:
+        raise UserError(f"{gone}; the store {db} holds no kernel of run {args.run!r} either")
+    v = max(kept, key=lambda k: (k.promoted, k.version))
+    print(
+        f"run {args.run}'s directory is gone: promoting its kernel from the store "
+        f"({v.task_name} v{v.version}'s source {v.source_hash[:12]}, {where(_key(v))})"
+    )
+    return _promote(
+        store,
+        v.source,
+        EvalResult.from_json(v.result),
+        v.variant,
+        v.task_name,
+        args.run,
+        v.verified,
+        f"run {args.run}'s kernel (from the store)",
+    )
+
+
+def _key(v: KernelVersion) -> Key:
+    return (v.task_hash, v.env_key, v.variant)
+
+
+def _promote(store, source, result, variant, task_name, run_id, verified, what: str) -> int:
     key = (result.task_hash, result.environment.key, variant)
     before = store.best_kernel(*key)
-    if before is not None and before.source == winner.source:
-        print(f"run {record.run_id}'s kernel is already {record.task_name} v{before.version}")
+    if before is not None and before.source == source:
+        print(f"run {run_id}'s kernel is already {task_name} v{before.version}")
         return EXIT_OK
     slower = before is not None and not replaces_best(result.speedup_eager, before.speedup_eager)
     note = (
@@ -116,28 +164,25 @@ def cmd_promote(args: argparse.Namespace) -> int:
         else ""
     )
     store.set_best_kernel(
-        winner.source,
+        source,
         result,
         variant=variant,
-        task_name=record.task_name,
-        run_id=record.run_id,
+        task_name=task_name,
+        run_id=run_id,
         only_if_better=False,
-        verified=record.finished,
+        verified=verified,
         promoted_by="promote",
         note=note,
     )
     after = store.best_kernel(*key)
     assert after is not None  # just written, in the transaction above
-    print(
-        f"promoted run {record.run_id}'s kernel ({winner.key}) to {record.task_name} "
-        f"v{after.version} ({where(key)}): {result.summary()}"
-    )
+    print(f"promoted {what} to {task_name} v{after.version} ({where(key)}): {result.summary()}")
     if before is not None:
         print(f"it replaces v{before.version} ({speedup_x(before.speedup_eager)} vs eager)")
     if slower and before is not None:
         print(
             f"note: it is not faster than v{before.version}: promoted because you asked; "
-            f"`kernelwright revert {record.task_name}` brings v{before.version} back"
+            f"`kernelwright revert {task_name}` brings v{before.version} back"
         )
     return EXIT_OK
 
@@ -178,8 +223,36 @@ def _verdict(v: KernelVersion) -> str:
     return v.status + note
 
 
-def history_table(key: Key, versions: list[KernelVersion]):
+def latest_nights(store, key: Key) -> dict[str, object]:
+    """The latest nightly re-verification of each source on this task, environment and variant,
+    by source hash (a version's kernel is the source it was promoted with)."""
+    task_hash, env_key, variant = key
+    latest: dict[str, object] = {}
+    for row in store.history(task_hash, env_key=env_key):  # oldest first: the last one stays
+        if row.variant == variant and row.source_hash:
+            latest[row.source_hash] = row
+    return latest
+
+
+def _night(row) -> str:
+    if row is None:
+        return "-"
+    speed = f", {speedup_x(row.speedup_eager)}" if row.speedup_eager is not None else ""
+    return f"{row.status} {row.night}{speed}"
+
+
+def _night_json(row) -> dict | None:
+    if row is None:
+        return None
+    keep = ("night", "status", "rule", "speedup_eager", "speedup_compiled", "message")
+    return {k: getattr(row, k) for k in keep}
+
+
+def history_table(key: Key, versions: list[KernelVersion], nights: dict | None = None):
     from rich.table import Table
+
+    nights = nights or {}
+    nightly = any(v.source_hash in nights for v in versions)  # the column only where it says some
 
     table = Table(title=f"{versions[0].task_name}: {where(key)}", title_justify="left")
     for name, justify in (
@@ -190,6 +263,7 @@ def history_table(key: Key, versions: list[KernelVersion]):
         ("verdict", "left"),
         ("vs eager", "right"),
         ("vs compile", "right"),
+        *([("last nightly", "left")] if nightly else []),
         ("run", "left"),
         ("hash", "left"),
     ):
@@ -203,6 +277,7 @@ def history_table(key: Key, versions: list[KernelVersion]):
             _verdict(v),
             speedup_x(v.speedup_eager),
             speedup_x(v.speedup_compiled),
+            *([_night(nights.get(v.source_hash))] if nightly else []),
             v.run_id or "-",
             v.source_hash[:12],
             style="bold" if v.current else ("dim" if v.reverted else None),
@@ -223,9 +298,14 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not found:
         one_key(store, args.task, args.env, args.variant, db)  # raises, saying what is there
     if args.json:
+        nights = {key: latest_nights(store, key) for key in found}
         rows = [
-            {**_public(dataclasses.asdict(v)), "state": v.state}
-            for versions in found.values()
+            {
+                **_public(dataclasses.asdict(v)),
+                "state": v.state,
+                "last_nightly": _night_json(nights[key].get(v.source_hash)),
+            }
+            for key, versions in found.items()
             for v in versions
         ]
         print(json.dumps(rows, indent=2))
@@ -233,5 +313,5 @@ def cmd_history(args: argparse.Namespace) -> int:
     width = shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
     console = Console(file=sys.stdout, width=width, highlight=False)
     for key in sorted(found):
-        console.print(history_table(key, found[key]))
+        console.print(history_table(key, found[key], latest_nights(store, key)))
     return EXIT_OK

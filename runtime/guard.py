@@ -3,24 +3,35 @@ away: shadow checks on a sampled fraction of calls, falling back to the referenc
 an exception, NaN/Inf the reference does not have, or inputs outside the verified envelope, a
 canary for a new kernel version, structured logs and counters.
 
-The unsampled path costs one uncontended lock (twice), one RNG draw, the envelope's metadata
-check and two perf_counter reads: no device synchronisation and no copy. Sampled calls clone the
-inputs (the reference must see them as the kernel got them), run both modules, time the kernel
-with CUDA events and compare on the device: those calls synchronise.
+The unsampled call takes no lock: one tick of a shared counter (`itertools.count`, whose next()
+the GIL makes atomic) both counts it and says whether it is the next sampled call (the gaps
+between sampled calls are drawn from the seeded RNG once per sampled call: a geometric law, the
+same as a draw per call); the envelope's precomputed check (`Envelope.admits`); two perf_counter
+reads whose difference goes on a lock-free queue, folded into the latency log every 1024 calls
+and on every read of the stats; and the kernel's `forward`, called directly when no hook asks
+for nn.Module's `__call__` (the guard's own `__call__` skips that hop the same way). No device
+synchronisation, no copy. Everything else (a sampled call, a canary, a tripped guard, an input
+outside the envelope, check_finite="always") takes the routed path under the lock. Sampled calls
+clone the inputs (the reference must see them as the kernel got them), run both modules, time the
+kernel with CUDA events and compare on the device: those calls synchronise.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import math
 import random
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 from torch import nn
+from torch.nn.modules import module as _nn_module
 
 from ..sandbox.compare import TOLERANCES, check_structure, compare, mismatch_rule, tolerance
 from ..sandbox.task import load_parameters
@@ -35,6 +46,9 @@ CheckFinite = Literal["sampled", "always"]
 ON_MISMATCH: tuple[str, ...] = ("fallback", "call", "raise")
 # Distinct out-of-envelope signatures logged at WARNING; later ones, and repeats, at DEBUG.
 _WARN_SIGNATURES = 64
+# Unsampled calls' host times wait on a lock-free queue; one call in this many folds them in.
+_FOLD_EVERY = 1024
+_NEVER = 1 << 62  # the tick of the next sampled call when nothing is sampled
 
 
 class GuardMismatch(RuntimeError):
@@ -72,6 +86,7 @@ class Guard(nn.Module):
         version: str = "1",
         canary_policy: CanaryPolicy | None = None,
         seed: int = 0,
+        capture_safe: bool = False,
     ):
         super().__init__()
         if not 0.0 <= shadow_rate <= 1.0:
@@ -80,30 +95,134 @@ class Guard(nn.Module):
             raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, got {on_mismatch!r}")
         if check_finite not in ("sampled", "always"):
             raise ValueError(f"check_finite must be 'sampled' or 'always', got {check_finite!r}")
+        if capture_safe and check_finite == "always":
+            raise ValueError('capture_safe=True cannot check_finite="always" (a sync per call)')
         self.reference, self.optimized = reference, optimized
-        self.shadow_rate, self.rtol, self.atol = shadow_rate, rtol, atol
-        self.on_mismatch, self.check_finite = on_mismatch, check_finite
-        self.envelope, self.dtype, self.clone_inputs = envelope, dtype, clone_inputs
+        self.rtol, self.atol = rtol, atol
+        self.on_mismatch, self.capture_safe = on_mismatch, capture_safe
+        self.dtype, self.clone_inputs = dtype, clone_inputs
         self.name, self.version = name, version
         self.canary_policy = canary_policy or CanaryPolicy()
         self._lock = threading.Lock()
         self._rng = random.Random(seed)
         self._tripped: str | None = None  # why every call goes to the reference, or None
-        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._counts = dict.fromkeys(COUNTERS, 0)  # "calls" is the tick count, read in _counters
+        self._ticks = itertools.count()  # one next() per call (and per read: _reads says how many)
+        self._reads = 0
+        self._pending: deque[float] = deque()  # unsampled host times not yet in _host
         self._host = LatencyLog()  # the optimized kernel's unsampled calls, host wall time
         self._device = LatencyLog()  # its sampled calls, device time (CUDA events on a GPU)
         self._canary: Canary | None = None
         self.decisions: list[Decision] = []
         self._warned: set[tuple[str, ...]] = set()
+        # The kernel, when unsampled calls skip the lock; a plain attribute, not a submodule.
+        self.__dict__["_fast"] = None
+        self._next_shadow = _NEVER  # the tick of the next sampled call
+        self._envelope: Envelope | None = envelope
+        self._check_finite: CheckFinite = check_finite
+        self.shadow_rate = shadow_rate  # draws the first sampled tick
         if canary is not None:
             self.set_canary(*canary)
+        self._refresh()
+
+    # -- the options the unsampled path depends on ------------------------------------------------
+    @property
+    def shadow_rate(self) -> float:
+        return self._shadow_rate
+
+    @shadow_rate.setter
+    def shadow_rate(self, rate: float) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"shadow_rate must be within [0, 1], got {rate}")
+        with self._lock:
+            self._shadow_rate = rate
+            self._next_shadow = self._gap(next(self._ticks))
+            self._reads += 1  # that tick was no call
+
+    @property
+    def envelope(self) -> Envelope | None:
+        return self._envelope
+
+    @envelope.setter
+    def envelope(self, envelope: Envelope | None) -> None:
+        self._envelope = envelope
+
+    @property
+    def check_finite(self) -> CheckFinite:
+        return self._check_finite
+
+    @check_finite.setter
+    def check_finite(self, mode: CheckFinite) -> None:
+        if mode not in ("sampled", "always"):
+            raise ValueError(f"check_finite must be 'sampled' or 'always', got {mode!r}")
+        with self._lock:
+            self._check_finite = mode
+            self._refresh()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name == "optimized" and "_fast" in self.__dict__:  # the lock-free path's kernel
+            self._refresh()
+
+    def _refresh(self) -> None:
+        """The kernel an unsampled call may run without the lock, or None (it takes the routed
+        path): not while the guard falls back, runs a canary or checks every output. Under the
+        lock (or before any call)."""
+        fast = self._tripped is None and self._canary is None and self._check_finite == "sampled"
+        self.__dict__["_fast"] = self._modules["optimized"] if fast else None
+
+    def _gap(self, tick: int) -> int:
+        """The tick of the next sampled call after `tick`: a geometric gap, so that each call is
+        sampled with probability shadow_rate (one seeded draw per sampled call). Under the lock."""
+        rate = self._shadow_rate
+        if rate <= 0.0:
+            return _NEVER
+        if rate >= 1.0:
+            return tick + 1
+        u = self._rng.random()
+        return tick + 1 + int(math.log1p(-u) / math.log1p(-rate))
 
     # -- the call ----------------------------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """nn.Module's call (hooks, tracing, compile) when something asks for it, else forward's
+        work without that hop."""
+        if _hooked_globally() or _hooked(self):
+            return nn.Module.__call__(self, *args, **kwargs)
+        return self._run(args, kwargs, False)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run(args, kwargs, _hooked_globally())
+
+    def _run(self, args: tuple, kwargs: dict, hooked_globally: bool) -> Any:
+        tick = next(self._ticks)
+        kernel = self._fast
+        if kernel is not None and tick < self._next_shadow and not kwargs:
+            envelope = self._envelope
+            if envelope is None or envelope.admits(args):
+                # The unsampled call: no lock, nothing allocated on the device.
+                run = kernel if hooked_globally or _hooked(kernel) else kernel.forward
+                if self.capture_safe:
+                    try:
+                        return run(*args)
+                    except Exception as e:
+                        return self._kernel_raised(e, args, kwargs)
+                t0 = time.perf_counter()
+                try:
+                    out = run(*args)
+                except Exception as e:
+                    return self._kernel_raised(e, args, kwargs)
+                self._pending.append(time.perf_counter() - t0)
+                if not tick % _FOLD_EVERY:
+                    with self._lock:
+                        self._fold()
+                return out
+        return self._routed(tick, args, kwargs)
+
+    def _routed(self, tick: int, args: tuple, kwargs: dict) -> Any:
+        """Every call the lock-free path does not take."""
         outside = self.envelope.mismatch(args, kwargs) if self.envelope is not None else None
         with self._lock:
-            self._counts["calls"] += 1
-            route, module, canary = self._route(outside)
+            route, module, canary = self._route(tick, outside)
         if route == "plain":
             return self._plain(module, args, kwargs)
         if route == "tripped":
@@ -117,9 +236,13 @@ class Guard(nn.Module):
             return self._control_call(module, canary, args, kwargs)
         return self._shadow(module, args, kwargs)
 
-    def _route(self, outside: str | None) -> tuple[str, nn.Module, Canary | None]:
-        """Where this call goes; under the lock."""
+    def _route(self, tick: int, outside: str | None) -> tuple[str, nn.Module, Canary | None]:
+        """Where this call goes; under the lock. A sampled tick is used up whichever way the call
+        goes (as a draw per call would be): a call that cannot be sampled forfeits it."""
         module, canary = self.optimized, self._canary
+        sampled = tick >= self._next_shadow  # this tick, or a later one when another took it
+        if sampled:
+            self._next_shadow = self._gap(tick)
         if self._tripped is not None:
             self._counts["fallbacks"] += 1
             return "tripped", module, None
@@ -127,13 +250,15 @@ class Guard(nn.Module):
             self._counts["out_of_envelope"] += 1
             self._counts["fallbacks"] += 1
             return "outside", module, None
+        if self.capture_safe and _capturing():
+            return "plain", module, None  # a sampled call synchronises: not while capturing
         if canary is not None:
             u = self._rng.random()
             if u < canary.fraction:
                 return "canary", module, canary
             if u < 2 * canary.fraction:  # a control group of the same size, timed the same way
                 return "control", module, canary
-        if self.shadow_rate and self._rng.random() < self.shadow_rate:
+        if sampled:
             self._counts["shadow_checks"] += 1
             return "shadow", module, None
         return "plain", module, None
@@ -144,12 +269,22 @@ class Guard(nn.Module):
             out = module(*args, **kwargs)
         except Exception as e:
             return self._kernel_raised(e, args, kwargs)
-        seconds = time.perf_counter() - t0
-        with self._lock:
-            self._host.add(seconds)
+        if not self.capture_safe:
+            self._pending.append(time.perf_counter() - t0)
         if self.check_finite == "always" and _has_nonfinite(out):
             return self._judge_nonfinite(out, args, kwargs)
         return out
+
+    def _fold(self) -> None:
+        """Move the queued host times into the latency log; under the lock."""
+        pending, host = self._pending, self._host
+        while pending:
+            host.add(pending.popleft())
+
+    def _counters(self) -> dict[str, int]:
+        """The counters now, "calls" read off the tick counter; under the lock."""
+        self._reads += 1
+        return {**self._counts, "calls": next(self._ticks) - self._reads + 1}
 
     def _shadow(self, module: nn.Module, args: tuple, kwargs: dict) -> Any:
         ref_args, ref_kwargs = self._pristine(args, kwargs)
@@ -202,6 +337,7 @@ class Guard(nn.Module):
             trips = self.on_mismatch == "fallback" and self._tripped is None
             if trips:
                 self._tripped = f"{kind}: {reason}"
+                self._refresh()
         self._event(kind, logging.ERROR, reason, args, kwargs, tripped=trips)
         if trips:
             self._event("fallback", logging.ERROR, f"every call now runs the reference ({kind})")
@@ -287,6 +423,7 @@ class Guard(nn.Module):
         with self._lock:
             self._canary = canary
             self.canary_module = module  # a submodule, so .to()/.eval() reach it
+            self._refresh()
         self._event(
             "canary-start", logging.INFO, f"{fraction:.3g} of calls", version=canary.version
         )
@@ -371,7 +508,9 @@ class Guard(nn.Module):
             del self.canary_module
             if action == "promote":
                 self.optimized, self.version = canary.module, canary.version
+                self._pending.clear()  # the old kernel's, as the log they would have gone to
                 self._host, self._device = LatencyLog(), LatencyLog()
+            self._refresh()
             self.decisions.append(decision)
         self._event(f"canary-{action}", logging.WARNING, reason, version=canary.version)
         return decision
@@ -381,6 +520,7 @@ class Guard(nn.Module):
         """Send calls to the optimized kernel again after a fallback (counters are kept)."""
         with self._lock:
             was, self._tripped = self._tripped, None
+            self._refresh()
         self._event("reset", logging.WARNING, f"was: {was}" if was else "was not falling back")
 
     @property
@@ -392,11 +532,12 @@ class Guard(nn.Module):
         """Counters, latency (host wall time of unsampled calls; device time of sampled ones),
         the fallback state, the canary and the decisions."""
         with self._lock:
+            self._fold()
             canary = self._canary.summary() if self._canary is not None else None
             return {
                 "name": self.name,
                 "version": self.version,
-                **self._counts,
+                **self._counters(),
                 "falling_back": self._tripped,
                 "latency": {"host": self._host.summary(), "device": self._device.summary()},
                 "canary": canary,
@@ -406,13 +547,14 @@ class Guard(nn.Module):
     def metrics(self) -> tuple[dict[str, int], LatencyLog, bool]:
         """(counters, a copy of the host latency log, falling back): what Prometheus scrapes."""
         with self._lock:
+            self._fold()
             host = LatencyLog()
             host.buckets, host.count, host.sum = (
                 list(self._host.buckets),
                 self._host.count,
                 self._host.sum,
             )
-            return dict(self._counts), host, self._tripped is not None
+            return self._counters(), host, self._tripped is not None
 
     def load_weights(self, state_dict: dict[str, torch.Tensor]) -> list[str]:
         """Load the reference's state_dict (a trained Model's) into the reference (strictly) and
@@ -450,7 +592,7 @@ class Guard(nn.Module):
         if not logger.isEnabledFor(level):
             return
         with self._lock:
-            counts = dict(self._counts)
+            counts = self._counters()
         record = {
             "event": event,
             "time": time.time(),
@@ -498,6 +640,40 @@ def guard(
         canary=canary,
         **options,
     )
+
+
+# nn.Module's hooks on every module: dicts that torch mutates and never rebinds.
+_GLOBAL_HOOKS = (
+    _nn_module._global_forward_hooks,
+    _nn_module._global_forward_pre_hooks,
+    _nn_module._global_backward_hooks,
+    _nn_module._global_backward_pre_hooks,
+)
+_tracing_state = torch._C._get_tracing_state
+
+
+def _hooked_globally() -> bool:
+    """A hook on every module, or a TorchScript trace in progress: calls must go through
+    nn.Module.__call__ (what nn.Module._call_impl looks at before it calls forward)."""
+    g1, g2, g3, g4 = _GLOBAL_HOOKS
+    return bool(g1 or g2 or g3 or g4 or _tracing_state())
+
+
+def _hooked(module: nn.Module) -> bool:
+    """A hook on `module` itself, or a torch.compile'd call (module.compile()): calling it must
+    go through nn.Module.__call__."""
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+        or module._compiled_call_impl is not None
+    )
+
+
+def _capturing() -> bool:
+    """Whether the current CUDA stream is being captured into a graph."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
 def _tensors(out: Any) -> list[torch.Tensor]:

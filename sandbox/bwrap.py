@@ -2,8 +2,9 @@
 
 The zygote (and every candidate process it forks) runs under `bwrap --unshare-all
 --die-with-parent --new-session` with an explicit read-only view of what Python, torch and
-Triton need, a private writable directory, a fresh /proc of its own PID namespace, no network,
-a cleared environment and only the CUDA device nodes of its GPU, as Flatpak calls it. A seccomp
+Triton need, the candidates' directory writable, an empty read-only /tmp, a fresh /proc of its
+own PID namespace, no network, no capability (--cap-drop ALL, also where bwrap runs as real
+root), a cleared environment and only the CUDA device nodes of its GPU. A seccomp
 filter (libseccomp through pyseccomp, compiled here and handed to bwrap with --seccomp) refuses
 the system calls a candidate has no use for and that reach beyond its process: ptrace and
 process_vm_*, mount and namespace calls, keyrings, BPF, perf events, io_uring (which bypasses
@@ -113,13 +114,14 @@ def command(
     device: str,
     keep_fds: Iterable[int] = (),
     seccomp_fd: int | None = None,
+    chdir: str | None = None,
 ) -> list[str]:
     """The bwrap argv that runs `inner` in the sandbox.
 
     readonly: paths bound read-only at the same place (the Python installation, site-packages,
     the project); writable: paths bound read-write (the candidates' directory); env: the whole
     environment inside (bwrap starts from an empty one); device "cuda:N" binds the control
-    nodes and /dev/nvidiaN only.
+    nodes and /dev/nvidiaN only; chdir: the working directory inside.
     """
     p = probe()
     argv = [
@@ -127,6 +129,10 @@ def command(
         "--unshare-all",  # user, ipc, pid, net, uts, cgroup namespaces
         "--die-with-parent",
         "--new-session",  # no TIOCSTI into the judge's terminal
+        # No capability inside, even where bwrap runs as real root (it keeps them all there):
+        # CAP_SYS_PTRACE would open a non-dumpable zygote's memory.
+        "--cap-drop",
+        "ALL",
         "--clearenv",
         *_system_binds(),
     ]
@@ -148,6 +154,12 @@ def command(
         argv += ["--setenv", name, value]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if chdir is not None:
+        argv += ["--chdir", chdir]
+    # /tmp read-only once every bind below it is mounted (not recursive: the binds keep theirs):
+    # a directory every candidate of the sandbox could write would be one they share (each
+    # writes in its own home, which is also its TMPDIR).
+    argv += ["--remount-ro", "/tmp"]
     del keep_fds  # inherited descriptors pass through bwrap as they are (pass_fds of Popen)
     return [*argv, "--", *inner]
 

@@ -17,10 +17,10 @@ a speedup real.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import inspect
+import io
 import os
 import socket
 import sys
@@ -31,16 +31,10 @@ from typing import Any
 
 import torch
 
-from . import integrity, launches, transport, tritoncompat
+from . import integrity, launches, sourcetext, transport, tritoncompat
 from .compare import flatten_outputs, storages_overlap
 from .guard import Guard
-from .task import Task, build_inputs, load_parameters, seeded, task_namespace
-
-# Earlier outputs kept to catch one reused or written again by a later call.
-_KEEP_OUTPUTS = 2
-# Salt modulus of the digest (a prime below 2^31: weights times int32 values stay within int64).
-_DIGEST_PRIME = 2_147_483_629
-_DIGEST_CHUNK = 1 << 22
+from .task import Task, load_parameters, seeded, task_namespace
 
 
 class Refusal(Exception):
@@ -55,7 +49,13 @@ class CandidateServer:
     """Answers the judge's requests for one candidate until the judge says bye or kills it."""
 
     def __init__(
-        self, sock: socket.socket, device: str, home: Path, dtype: torch.dtype, precision: str
+        self,
+        sock: socket.socket,
+        device: str,
+        home: Path,
+        dtype: torch.dtype,
+        precision: str,
+        arena: Any = None,
     ):
         self.sock = sock
         self.home = home
@@ -67,13 +67,12 @@ class CandidateServer:
         self.path = home / "candidate.py"
         self.task: Task | None = None
         self.shapes: dict[str, dict[str, Any]] = {}  # "main"/"variant" -> model, ns, out_meta
-        self.previous: collections.deque = collections.deque(maxlen=_KEEP_OUTPUTS)
-        self.last_inputs: list[Any] = []
-        self.block: list[Any] = []
-        self.block_outputs: list[Any] = []
-        self.graph_runner: Any = None  # a timing._GraphRunner once CUDA graphs time a round
-        self.graph_inputs: list[Any] = []
-        self.flush: torch.Tensor | None = None
+        # On a GPU every device tensor of this process lies in the judge's arena (arena.py).
+        self.arena = arena
+        self.regions: dict[str, dict[str, Any]] = {}  # shape -> the judge's region, its views
+        self.held: list[Any] = []  # outputs the judge asked this process to keep (a caller would)
+        self.round_outputs: list[Any] = []
+        self.copies: list[torch.Tensor] = []  # outputs copied into the arena, kept with them
         set_precision(precision)
         self.guard = install_guard(home)
         self.base_threads = integrity.python_threads()
@@ -151,35 +150,46 @@ class CandidateServer:
         self.shapes[m["shape"]] = {"model": model, "ns": ns, "out_meta": m["out_meta"]}
         return {"ok": True, "state": self.state()}
 
+    def op_ping(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
+        """The judge's calibration of a round with no work (before any candidate code is
+        imported): on a GPU one tiny kernel and a synchronize, as a round has."""
+        if m.get("device") and self.cuda:
+            t = torch.ones(1, device=self.device)
+            t += 1
+            torch.cuda.synchronize()
+        return {"pong": True}
+
+    def op_regions(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
+        """Map the judge's region of one shape: its input sets and (on CPU) output slots."""
+        from .regions import Layout, open_region
+
+        layout = Layout.from_json(m["layout"])
+        old = self.regions.pop(m["shape"], None)
+        if old is not None:
+            old["views"] = None
+        region = open_region(fds[0], layout.nbytes, self.cuda)
+        views = [
+            [s.view(region.flat) if s is not None else None for s in row] for row in layout.inputs
+        ]
+        self.regions[m["shape"]] = {"region": region, "layout": layout, "views": views}
+        return {"ok": True}
+
+    def inputs_of(self, shape: str, k: int, values: list[Any]) -> list[Any]:
+        """Set k's inputs: the judge's region views (the same tensor objects every call: a
+        result cached by data_ptr or id is stale the next time), non-tensors as sent."""
+        views = self.regions[shape]["views"][k]
+        return [v if v is not None else values[i] for i, v in enumerate(views)]
+
     def op_call(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
-        """One checked forward call on the judge's inputs; outputs and facts back."""
+        """One checked forward call on input set k of the judge's region; outputs described."""
         shape = self.shapes[m["shape"]]
-        host_inputs, keep = [], []
-        for desc in m["inputs"]:
-            if "tensor" in desc:
-                buffer, host = transport.rebuild(desc["tensor"], fds, max_bytes=1 << 40)
-                keep.append(buffer)
-                host_inputs.append(host)
-            else:
-                host_inputs.append(desc["value"])
-        inputs = [_to_device(x, self.device) for x in host_inputs]
-        refill = bool(m.get("same_tensors")) and len(self.last_inputs) == len(inputs)
-        if refill:  # the previous call's tensors (same data_ptr, same id), new values
-            for old, new in zip(self.last_inputs, inputs):
-                if isinstance(old, torch.Tensor):
-                    old.copy_(new)
-            inputs = self.last_inputs
-        self.last_inputs = inputs
-        self.poison(shape["out_meta"])
+        k = int(m.get("set", 0))
+        inputs = self.inputs_of(m["shape"], k, m.get("values") or [])
+        if not self.arena:
+            self.poison(shape["out_meta"])
         launches.reset()
-        if self.cuda:
-            torch.cuda.reset_peak_memory_stats()
         with self.candidate_code(m["what"]), torch.no_grad():
             out = shape["model"](*inputs)
-        peak = None
-        if self.cuda:
-            held = sum(_nbytes(o) for o, _ in self.previous)
-            peak = max(0, torch.cuda.max_memory_allocated() - held)
         if not launches.launches(self.module_name):
             raise Refusal(
                 "rejected",
@@ -188,68 +198,57 @@ class CandidateServer:
                 "no-triton-launch",
             )
         facts = self.contract_facts(out, inputs, shape["model"])
-        reply: dict[str, Any] = {"output": self.export_output(out, buffers), "facts": facts}
-        if self.cuda or refill:  # not the judge's shared buffers: hand back what forward left
-            reply["inputs_after"] = [
-                self.export_tensor(x, buffers, keep_layout=True)
-                if isinstance(x, torch.Tensor)
-                else None
-                for x in inputs
-            ]
-        reply.update(peak_bytes=peak, state=self.state())
+        reply: dict[str, Any] = {
+            "output": self.describe(out, m["shape"], k, buffers),
+            "facts": facts,
+            "state": self.state(),
+        }
+        if m.get("hold"):
+            self.held.append(out)
         return reply
 
-    def op_time(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
-        """One timed call on inputs drawn here from the judge's seed (a draw of get_inputs)."""
-        from . import timing
-
-        shape = self.shapes["main"]
-        model = shape["model"]
-        inputs = build_inputs(shape["ns"], self.dtype, self.device, m["seed"])
-        with self.candidate_code("a timed call"), torch.no_grad():
-            if m.get("host_clock"):
-                ms, out = timing.time_on_host(lambda: model(*inputs))
-            elif m.get("cuda_graphs"):
-                self.graph_inputs = inputs  # this round's draw, copied into the captured ones
-                if self.graph_runner is None:
-                    self.graph_runner = timing._GraphRunner(lambda i: self.graph_inputs, model)
-                ms, out, _ = self.graph_runner.timed(m["round"], self.flush_buffer(m), m["spin"])
-                out = _clone_output(out)
-            else:
-                ms, out = timing.time_one(lambda: model(*inputs), self.flush_buffer(m), m["spin"])
-        return {"ms": ms, "output": self.export_output(out, buffers), "state": self.state()}
-
-    def op_block_prepare(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict:
-        """Draw the block's inputs (outside the judge's clock)."""
-        shape = self.shapes["main"]
-        self.block = [build_inputs(shape["ns"], self.dtype, self.device, s) for s in m["seeds"]]
-        self.block_outputs = []
-        if self.cuda:
-            torch.cuda.synchronize()
-        return {"ready": len(self.block)}
-
-    def op_block_run(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
-        """N calls back to back, then digests of every output (salted by the judge): the judge's
-        clock runs from its request to this reply, so the work cannot be left for later."""
+    def op_round(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
+        """A timed round: one call on each of the first n input sets, back to back, then where
+        each output lies. The judge's clock runs from before it wrote the inputs until it has
+        its own copy of these bytes: nothing here is timed by this process."""
         model = self.shapes["main"]["model"]
-        with self.candidate_code("a call of the clock check"), torch.no_grad():
-            self.block_outputs = [model(*args) for args in self.block]
-            if self.cuda:
-                torch.cuda.synchronize()
-            for out in self.block_outputs:
-                for _, t in flatten_outputs(out):
-                    if type(t) is torch.Tensor:
-                        refuse_shadowed_methods(t)
-            digests = [
-                [digest(t, m["salt"]) for _, t in _tensor_leaves(out)] for out in self.block_outputs
-            ]
-        return {"digests": digests, "state": self.state()}
+        n = int(m["calls"])
+        values = m.get("values") or []
+        sets = [self.inputs_of("main", k, values) for k in range(n)]
+        launches.reset()
+        # Inside the judge's clock: no check of this process's own state here (the integrity
+        # snapshot alone costs milliseconds); op_describe, after the clock, reports it.
+        with self.candidate_code("a timed call", check=False), torch.no_grad():
+            self.round_outputs = [model(*args) for args in sets]
+        if not launches.launches(self.module_name):
+            raise Refusal(
+                "rejected", "a timed call launched no @triton.jit kernel", "no-triton-launch"
+            )
+        spans = []
+        for k, out in enumerate(self.round_outputs):
+            spans.append(self.spans(out, k, buffers))
+        return {"spans": spans}
 
-    def op_block_fetch(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
-        out = self.block_outputs[m["index"]]
-        reply = {"output": self.export_output(out, buffers)}
-        self.block, self.block_outputs = [], []
-        return reply
+    def op_describe(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
+        """The last round's outputs, described (after the judge's clock stopped)."""
+        outs = self.round_outputs
+        return {
+            "outputs": [
+                self.describe(o, "main", k, buffers, copy=False) for k, o in enumerate(outs)
+            ]
+        }
+
+    def op_refetch(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
+        """Every output held since the last release, described again (on CPU copied again into
+        the slots of its set): the judge compares them with what it saw when each was returned."""
+        described = []
+        for k, out in enumerate(self.held):
+            described.append(self.describe(out, m["shape"], k, buffers))
+        return {"outputs": described}
+
+    def op_release(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
+        self.held, self.round_outputs, self.copies = [], [], []
+        return {"released": True}
 
     def op_stats(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
         stats = launches.kernel_stats(self.module_name)
@@ -260,18 +259,38 @@ class CandidateServer:
     # -- helpers -------------------------------------------------------------------------------
 
     def load_module(self) -> None:
+        """Import the candidate from the text the judge checked: the file's bytes (the judge
+        wrote them) decoded as strict UTF-8 and compiled as a str, so that no coding
+        declaration makes Python decode other text (sourcetext.py). linecache holds the same
+        lines, for inspect.getsource (Triton reads a kernel's source so) and tracebacks."""
         import importlib.util
+        import linecache
 
+        filename = str(self.path)
+        with open(filename, "rb") as f:
+            data, stat = f.read(), os.fstat(f.fileno())
+        try:
+            text = sourcetext.decode(data)
+        except UnicodeDecodeError as e:
+            raise Refusal(
+                "rejected", f"the candidate file is not valid UTF-8 ({e})", "encoding"
+            ) from None
+        lines = io.StringIO(text, newline=None).readlines()  # split as linecache would
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        linecache.cache[filename] = (stat.st_size, stat.st_mtime, lines, filename)
         spec = importlib.util.spec_from_file_location(self.module_name, self.path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # a .py path has one
         sys.modules[self.module_name] = module
         self.module = module
         with self.candidate_code("importing the candidate"):
-            spec.loader.exec_module(module)  # type: ignore[union-attr]  # a .py path has a loader
+            code = compile(text, filename, "exec", dont_inherit=True)
+            exec(code, module.__dict__)
 
     @contextlib.contextmanager
-    def candidate_code(self, what: str):
-        """Run candidate code under the guard, turning its failures into refusals."""
+    def candidate_code(self, what: str, check: bool = True):
+        """Run candidate code under the guard, turning its failures into refusals; check=False
+        leaves the check of violations to the next reply that carries the state."""
         try:
             with self.guard.active():
                 yield
@@ -282,7 +301,8 @@ class CandidateServer:
         except BaseException as e:  # candidate code may raise anything
             self.raise_violation()  # a sandbox denial explains the error best
             raise classify(e, what, str(self.path), self.cuda) from None
-        self.raise_violation()
+        if check:
+            self.raise_violation()
 
     def state(self) -> list[dict[str, str]]:
         """Violations seen since the last call: the judge rejects on the first."""
@@ -327,57 +347,70 @@ class CandidateServer:
         del blocks
 
     def contract_facts(self, out: Any, inputs: list[Any], model: Any) -> list[dict[str, str]]:
-        """Outputs that alias an input, a parameter or an earlier output, or an earlier output
-        written after it was returned."""
-        facts = []
+        """Outputs that alias an input, a parameter or an output held from an earlier call (the
+        judge's own check of held outputs is the one that decides; this one names it early)."""
         outs = [t for _, t in _tensor_leaves(out)]
         owned = [*model.parameters(), *model.buffers()]
         theirs = [plain(x) for x in [*inputs, *owned] if isinstance(x, torch.Tensor)]
+        earlier = [t for o in self.held for _, t in _tensor_leaves(o)]
         for o in outs:
             if any(storages_overlap(o, x) for x in theirs):
-                facts.append(
+                return [
                     {
                         "rule": "alias",
                         "message": "an output shares memory with an input or a parameter: "
                         "return a freshly allocated tensor",
                     }
-                )
-                break
-            if any(storages_overlap(o, p) for p, _ in self.previous):
-                facts.append(
+                ]
+            if any(storages_overlap(o, p) for p in earlier):
+                return [
                     {
                         "rule": "reuse",
                         "message": "the output reuses the memory of an output returned by an "
                         "earlier call: allocate a new output per call",
                     }
-                )
-                break
-        for prev, fingerprint in self.previous:
-            if _fingerprint(prev) != fingerprint:
-                facts.append(
-                    {
-                        "rule": "reuse",
-                        "message": "an output returned by an earlier call changed afterwards: "
-                        "the candidate writes into memory it already returned",
-                    }
-                )
-                break
-        for o in outs:
-            self.previous.append((o, _fingerprint(o)))
-        return facts
+                ]
+        return []
 
-    def export_output(self, out: Any, buffers: list) -> Any:
-        """The output's structure as JSON; each plain tensor's values in a memfd of its own."""
+    def describe(self, out: Any, shape: str, k: int, buffers: list, copy: bool = True) -> Any:
+        """The output's structure as JSON; each plain tensor where the judge reads it: on a GPU
+        its place in the arena, on CPU the output slot of set k its values were copied into
+        (a leaf unlike the expected one in a memfd of its own)."""
+        counter = [0]
+        outputs = self.regions[shape]["layout"].outputs if shape in self.regions else []
+        slots = outputs[k] if k < len(outputs) else []
+        return self._describe(out, shape, k, slots, counter, buffers, copy)
+
+    def _describe(self, out, shape, k, slots, counter, buffers, copy) -> Any:
         if isinstance(out, (tuple, list)):
-            return {type(out).__name__: [self.export_output(v, buffers) for v in out]}
+            items = [self._describe(v, shape, k, slots, counter, buffers, copy) for v in out]
+            return {type(out).__name__: items}
         if isinstance(out, dict):
             return {
-                "dict": [[repr(k)[:200], self.export_output(v, buffers)] for k, v in out.items()]
+                "dict": [
+                    [repr(key)[:200], self._describe(v, shape, k, slots, counter, buffers, copy)]
+                    for key, v in out.items()
+                ]
             }
         if type(out) is torch.Tensor and out.layout == torch.strided:
             refuse_shadowed_methods(out)
-            return {"tensor": self.export_tensor(out, buffers, keep_layout=False)}
+            j = counter[0]
+            counter[0] += 1
+            t = plain(out)
+            if self.arena is not None:
+                return {"arena": self.arena_place(t)}
+            if (
+                j < len(slots)
+                and tuple(t.shape) == slots[j].shape
+                and (str(t.dtype).removeprefix("torch.") == slots[j].dtype)
+            ):
+                if copy:
+                    region = self.regions[shape]["region"]
+                    slots[j].view(region.flat).copy_(t)
+                return {"slot": [k, j]}
+            return {"tensor": self.export_tensor(t, buffers, keep_layout=False)}
         if isinstance(out, torch.Tensor):
+            counter[0] += 1
             return {
                 "opaque": f"{type(out).__module__}.{type(out).__qualname__}"[:200],
                 "subclass": type(out) is not torch.Tensor,
@@ -387,21 +420,47 @@ class CandidateServer:
             return {"value": out if not isinstance(out, str) else out[:200]}
         return {"opaque": f"{type(out).__module__}.{type(out).__qualname__}"[:200]}
 
+    def arena_place(self, t: torch.Tensor) -> dict[str, Any]:
+        """Where t's bytes lie in the arena; a tensor elsewhere (host memory, memory taken past
+        the allocator) is first copied into a new arena tensor, kept until the next release."""
+        base, size = self.arena.ptr, self.arena.size
+        device = str(t.device)
+        _, count = transport.span(t)
+        nbytes = count * t.element_size()
+        start = t.data_ptr()
+        if not (t.is_cuda and base <= start and start + nbytes <= base + size):
+            t = torch.empty(tuple(t.shape), dtype=t.dtype, device=self.device).copy_(t)
+            self.copies.append(t)
+            start, nbytes = t.data_ptr(), t.numel() * t.element_size()
+        return {
+            "offset": start - base,
+            "nbytes": nbytes,
+            "dtype": str(t.dtype).removeprefix("torch."),
+            "shape": list(t.shape),
+            "stride": list(t.stride()),
+            "device": device,
+        }
+
+    def spans(self, out: Any, k: int, buffers: list) -> Any:
+        """A timed output in as few bytes as the judge's clock needs: on a GPU [offset, nbytes]
+        of each leaf in the arena (the rest after the clock, op_describe); on CPU the whole
+        description (its values are copied into the slots of set k here)."""
+        if self.arena is None:
+            return self.describe(out, "main", k, buffers)
+        return [[p["offset"], p["nbytes"]] for p in self._places(out)]
+
+    def _places(self, out: Any) -> list[dict[str, Any]]:
+        places = []
+        for _, t in flatten_outputs(out):
+            if type(t) is torch.Tensor and t.layout == torch.strided:
+                places.append(self.arena_place(plain(t)))
+        return places
+
     def export_tensor(self, t: torch.Tensor, buffers: list, *, keep_layout: bool) -> dict:
         t = plain(t)
-        buffer, _ = transport.export(t, keep_layout=keep_layout)
-        buffers.append(buffer)
+        buffers.append(transport.export_sealed(t, keep_layout=keep_layout))
         desc = transport.describe(t, len(buffers) - 1, contiguous=not keep_layout)
         return desc
-
-    def flush_buffer(self, m: dict[str, Any]):
-        from . import timing
-
-        if not m.get("flush"):
-            return None
-        if self.flush is None:
-            self.flush = timing.flush_buffer()
-        return self.flush
 
 
 # -- small pure helpers ----------------------------------------------------------------------------
@@ -414,31 +473,6 @@ def set_precision(policy: str) -> None:
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
-
-
-def digest(t: torch.Tensor, salt: int) -> int:
-    """A salted, position-weighted checksum of t's values in row-major order (bits, not values:
-    NaN payloads and -0.0 count). The judge computes the same on the output it fetches; a
-    candidate cannot produce it without the output itself, and cannot know the salt in advance."""
-    flat = plain(t).contiguous().reshape(-1)
-    raw = flat.view(torch.uint8) if flat.numel() else flat.to(torch.uint8)
-    if raw.numel() % 4 == 0 and raw.numel():
-        words = raw.view(torch.int32)
-    else:
-        words = raw.to(torch.int32)
-    total = 0
-    a = (salt % _DIGEST_PRIME) | 1
-    for start in range(0, words.numel(), _DIGEST_CHUNK):
-        chunk = words[start : start + _DIGEST_CHUNK].to(torch.int64)
-        index = torch.arange(start, start + chunk.numel(), device=chunk.device, dtype=torch.int64)
-        weights = (index * a + salt) % _DIGEST_PRIME + 1
-        total = (total + int((chunk * weights).sum().item())) % (1 << 61)
-    return total
-
-
-def _fingerprint(t: torch.Tensor) -> tuple[int, ...]:
-    """A cheap checksum of an output's bits: enough to tell an output written again."""
-    return (digest(t, 12345),) if t.numel() else ()
 
 
 def _tensor_leaves(out: Any) -> list[tuple[str, torch.Tensor]]:
@@ -468,28 +502,6 @@ def refuse_shadowed_methods(t: torch.Tensor) -> None:
             "output, after the timer stopped. Return a plain tensor the kernel has written",
             "output-type",
         )
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    return t.numel() * t.element_size()
-
-
-def _clone_output(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return torch.Tensor.clone(out)
-    if isinstance(out, (tuple, list)):
-        return type(out)(_clone_output(v) for v in out)
-    return out
-
-
-def _to_device(x: Any, device: torch.device) -> Any:
-    """A host input on the candidate's device with its layout (strides, expansion) kept."""
-    if not isinstance(x, torch.Tensor) or device.type == "cpu":
-        return x
-    first, count = transport.span(x)
-    flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), first, (count,), (1,))
-    placed = flat.to(device)
-    return placed.as_strided(tuple(x.shape), tuple(x.stride()), x.storage_offset() - first)
 
 
 def check_signature(cls: type, reference: type) -> None:

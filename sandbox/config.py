@@ -36,22 +36,25 @@ class EvalConfig:
     check_variant: bool = True
     # Extra calls whose outputs are all checked (stateful drift), on top of the trials.
     drift_calls: int = 8
-    # Timing (CUDA only): interleaved candidate / eager / torch.compile, median of `reps`.
+    # Calls whose outputs the candidate's process holds at once for the reuse check: a ring of
+    # fewer persistent output buffers than this is found (fewer for outputs over 4 GiB / this).
+    reuse_calls: int = 20
+    # Timing (CUDA only): the judge's clock over rounds of calls, median of `reps` rounds.
     timing: bool = True
     warmup: int = 5
     reps: int = 50
     compile_baseline: bool = True
     cuda_graphs: bool = False
     l2_flush: bool = True
-    # A GPU-side spin of this many microseconds queued before each start event, so every
-    # contender's host-side launch path (Python, Triton's launcher) overlaps it instead of being
-    # timed as idle GPU; 0 turns it off. Work slower to launch than this still shows in the time.
-    head_start_us: float = 100.0
     # Limits of the sandboxed worker.
     timeout_s: float = 180.0  # wall clock for one candidate, compile included
     setup_timeout_s: float = 900.0  # reference, baselines and torch.compile of a new task
     cpu_time_s: float = 600.0  # CPU seconds for one candidate (RLIMIT_CPU)
     host_memory_gb: float = 16.0  # resident memory of the worker; above it the worker is killed
+    # Also cap the candidate process's private writable memory at host_memory_gb (RLIMIT_DATA,
+    # set before candidate code runs: an allocation past it fails, rule "memory"). Off only
+    # where a CUDA driver reserves more than that; the judge's RSS polling holds either way.
+    host_rlimit: bool = True
     gpu_memory_fraction: float = 0.9  # of the device, per worker (torch caching allocator cap)
     max_file_mb: int = 512  # RLIMIT_FSIZE: no file the worker writes may be larger
     # Device memory the candidate may peak at (GB); None: max(4x the reference's peak, the
@@ -84,6 +87,7 @@ class EvalConfig:
     def cache_key(self) -> dict[str, Any]:
         """The fields that change a verdict (not the limits): part of the result-cache key."""
         d = self.to_dict()
-        for k in ("timeout_s", "setup_timeout_s", "cpu_time_s", "host_memory_gb", "max_file_mb"):
+        limits = ("timeout_s", "setup_timeout_s", "cpu_time_s", "host_memory_gb", "max_file_mb")
+        for k in (*limits, "host_rlimit"):
             d.pop(k)
         return d

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +41,10 @@ from .verdict import (
 # The candidate's peak may reach max(MEMORY_FACTOR x the reference's, reference + MEMORY_SLACK).
 MEMORY_FACTOR = 4
 MEMORY_SLACK = 1 << 30
+# The most output bytes the reuse check holds at once.
+REUSE_BYTES = 4 << 30
+# Device memory the judge keeps for itself beside the arena, in task footprints.
+JUDGE_RESERVE = 4
 _STATUSES_FROM_CANDIDATE = ("rejected", "compile_error", "runtime_error", "incorrect")
 
 
@@ -69,9 +74,16 @@ class Evaluation(TimedChecks):
         self.precision_where = "float64 reference on the evaluation device"
         self.stats: tuple[KernelStats, ...] = ()
         self.interpreter_notes: list[str] = []  # from the candidate process (tritoncompat)
-        self.clock_note = ""
-        self.judge_ms_per_call: float | None = None
         self.deadline = time.monotonic() + config.timeout_s
+        self.arena: Any = None  # on a GPU: the candidate's device memory, the judge's (arena.py)
+        self.main_region: Any = None  # (region, layout) of the task's shape
+        self.variant_region: Any = None
+        self.regions_bytes = 0
+        self.fill_ms = self.rtt_ms = self.snap_ms = 0.0
+        self.timed, self.calls = False, 1
+        self.sampler: Any = None  # nvml.Sampler: the candidate's device memory past the arena
+        self.context_bytes = 0  # the candidate process's CUDA context, before its code ran
+        self.held_bytes = 0  # the most output bytes the judge asked the candidate to hold at once
         if worker.cuda:
             self.torch.cuda.reset_peak_memory_stats()
 
@@ -79,6 +91,21 @@ class Evaluation(TimedChecks):
 
     def run(self, base: dict[str, Any]) -> EvalResult:
         base = {**base, "phases_s": self.phases}
+        timed = self.config.timing and (self.w.cuda or self.config.host_clock_for_tests)
+        self.timed = timed
+        calls = 1
+        baseline: dict[str, Any] = {}
+        with self.step("baseline"):
+            if timed:
+                calls = self.plan_round()
+            self.calls = calls
+            # On CPU every held call's output has a slot of its own; on a GPU outputs stay in
+            # the arena and the held calls share input set 0.
+            held = 1 if self.w.cuda else self.reuse_calls()
+            self.open_region("main", self.ctx.main, max(calls, held))
+            if timed:  # before the candidate's process exists: nothing of it beside eager
+                self.calibrate(calls)
+                baseline = self.baseline_rounds(calls)
         with self.step("load"):
             self.start()
             self.build("main", self.ctx.main)
@@ -88,12 +115,13 @@ class Evaluation(TimedChecks):
             self.check_same_address()
         with self.step("drift"):
             self.check_drift()
+        with self.step("reuse"):
+            self.check_reuse()
         with self.step("variant"):
             self.check_variant()
-        self.check_memory()
         notes = self.notes()
-        timed = self.config.timing and (self.w.cuda or self.config.host_clock_for_tests)
         if not timed:
+            self.check_memory()
             timings = (
                 _interpreter_timings()
                 if not self.w.cuda
@@ -113,15 +141,18 @@ class Evaluation(TimedChecks):
         self.w.phase(self.request, "timing")
         self.deadline = time.monotonic() + self.config.timeout_s  # timing has a limit of its own
         with self.step("timing"):
-            timings = self.time(remote=True)
-        with self.step("clock"):
-            self.clock_check(timings.candidate.median_ms)  # type: ignore[union-attr]  # time() sets it
+            candidate = self.candidate_rounds(calls)
         with self.step("drift"):
             self.check_drift(calls=1, after="after timing")
-        timings = dataclasses.replace(
-            timings,
-            judge_ms_per_call=self.judge_ms_per_call,
-            note=f"{timings.note}; {self.clock_note}" if self.clock_note else timings.note,
+        self.check_memory()
+        timings = Timings(
+            meaningful=self.w.cuda and not self.config.host_clock_for_tests,
+            note=self.timing_note(calls),
+            candidate=candidate,
+            eager=baseline.get("eager"),
+            compiled=baseline.get("compiled"),
+            compiled_error=self.ctx.compiled_error,
+            judge_ms_per_call=candidate.median_ms,
         )
         if self.timed_edge_cases:
             notes.append(
@@ -129,9 +160,26 @@ class Evaluation(TimedChecks):
                 "allclose tolerance at some element but were as accurate as eager against a "
                 "float64 reference (an ill-conditioned output: both are rounding differently)"
             )
+        if self.config.cuda_graphs:
+            notes.append(
+                "CUDA graphs were asked for, but the judge times every contender by its own "
+                "clock across processes, without capturing graphs"
+            )
         self.stats = self.kernel_stats()
         notes += [n for n in self.interpreter_notes if n not in notes]
         return self.timed_result(base, timings, notes)
+
+    def timing_note(self, calls: int) -> str:
+        cal = f"input writes {self.fill_ms:.4f} ms"
+        if self.arena is not None:
+            cal += f", round trip {self.rtt_ms:.4f} ms, output copy {self.snap_ms:.4f} ms"
+        return (
+            f"the judge's clock: median of {self.timed_reps()} rounds of {calls} call(s), fresh "
+            "inputs written by the judge inside its clock, each call's output copied out by the "
+            f"judge inside it; eager and torch.compile timed before the candidate's process "
+            f"existed; the judge's own part taken out ({cal}); L2 flushed before each round: "
+            f"{self.config.l2_flush}"
+        )
 
     def notes(self) -> list[str]:
         notes = list(self.ctx.notes)
@@ -160,12 +208,108 @@ class Evaluation(TimedChecks):
     def start(self) -> None:
         sandbox = self.w.sandbox()
         dtype = str(self.ctx.dtype).removeprefix("torch.")
+        if self.w.cuda and self.w.allocator is not None:
+            from .arena import Arena
+
+            try:
+                self.arena = Arena(self.arena_bytes())
+            except RuntimeError as e:
+                raise Verdict(
+                    "crashed", f"internal evaluator error: {e}", rule="worker-start"
+                ) from e
         try:
             self.proc = sandbox.spawn(
-                source=self.request["source"], dtype=dtype, config=self.config
+                source=self.request["source"], dtype=dtype, config=self.config, arena=self.arena
             )
         except RuntimeError as e:
             raise Verdict("crashed", f"internal evaluator error: {e}", rule="worker-start") from e
+        # One round with no work, the evaluator's own code answering, before the candidate's
+        # code is imported: the round trip and, on a GPU, the switches between the judge's
+        # context and the candidate's (measured on the H200: ~1 ms a round). It is what the
+        # judge takes out of each timed round beside its own input writes and output copy.
+        trips = []
+        for _ in range(20):
+            self.sync()
+            started = time.perf_counter()
+            if self.arena is not None:
+                region = self.main_region[0]
+                region.flat[:4].copy_(region.flat[4:8])
+                self.sync()
+            self.req({"op": "ping", "device": self.arena is not None}, expect=("pong",)).close()
+            if self.arena is not None:
+                self.arena.view(0, 512).clone()
+                self.sync()
+            trips.append((time.perf_counter() - started) * 1000.0)
+        self.rtt_ms = statistics.median(trips[2:])
+        if self.w.cuda:
+            from .nvml import Sampler, available
+
+            if available() and self.proc.host is not None:
+                self.sampler = Sampler(self.w.device.index or 0)
+                self.sampler.pids = {self.proc.host}
+                self.sampler.sample()
+                self.context_bytes = self.sampler.peak
+                self.sampler.peak = 0
+                self.sampler.__enter__()
+
+    def arena_bytes(self) -> int:
+        """The arena is the candidate's device memory limit, within what the device has free
+        once the judge keeps room for its own checks (the reference, its float64 twin on the
+        device, the outputs it compares: JUDGE_RESERVE x the task's footprint)."""
+        limit = self.limit_bytes() or (8 << 30)
+        free, _ = self.torch.cuda.mem_get_info()
+        reserve = JUDGE_RESERVE * self.ctx.main.footprint + (4 << 30)
+        return max(256 << 20, min(limit, free - reserve))
+
+    def arena_short(self) -> bool:
+        """The arena is smaller than the memory rule's limit (the device had no more room)."""
+        limit = self.limit_bytes()
+        return limit is not None and self.arena.nbytes + (64 << 20) < limit
+
+    def sampler_pause(self, paused: bool) -> None:
+        if self.sampler is not None:
+            (self.sampler.paused.set if paused else self.sampler.paused.clear)()
+
+    def note_memory(self) -> None:
+        if self.sampler is not None and self.sampler.paused.is_set() is False:
+            self.sampler.sample()
+
+    def open_region(self, name: str, shape, sets: int) -> None:
+        """The judge's region of one shape: `sets` input sets and output slots (regions.py)."""
+        from .regions import Layout, create_region
+        from .task import build_inputs
+
+        template = build_inputs(
+            shape.ns, self.ctx.dtype, self.w.device, self.w.rng.randrange(2**31)
+        )
+        layout = Layout.plan(template, shape.out_meta, sets, slots=not self.w.cuda)
+        try:
+            region = create_region(layout.nbytes, self.w.cuda)
+        except (OSError, RuntimeError) as e:
+            raise Verdict(
+                "crashed",
+                f"internal evaluator error: no region for the inputs ({e})",
+                rule="evaluator",
+            ) from e
+        self.regions_bytes += layout.nbytes
+        if name == "main":
+            self.main_region = (region, layout)
+        else:
+            self.variant_region = (region, layout)
+
+    def region_of(self, name: str):
+        return self.main_region if name == "main" else self.variant_region
+
+    def reuse_calls(self) -> int:
+        """Calls whose outputs are all held at once by the reuse check (issue 29): up to
+        config.reuse_calls, fewer where they would take more than REUSE_BYTES or, on a GPU,
+        a third of the arena (never fewer than 2: an output written again by the next call)."""
+        per = max(self.ctx.main.output_bytes, 1)
+        room = REUSE_BYTES if self.arena is None else min(REUSE_BYTES, self.arena.nbytes // 4)
+        return max(2, min(self.config.reuse_calls, room // per))
+
+    def output_limit(self) -> int:
+        return 4 * max(self.ctx.main.footprint, 1 << 20) + (1 << 30)
 
     def req(
         self, message: dict[str, Any], fds: Sequence[int] = (), expect: tuple[str, ...] = ()
@@ -178,6 +322,16 @@ class Evaluation(TimedChecks):
         try:
             got = self.proc.request(message, fds, deadline=self.deadline)
         except CandidateFailure as f:
+            if f.rule == "memory" and self.arena is not None and self.arena_short():
+                raise Verdict(
+                    "crashed",
+                    "internal evaluator error: the device had room for an arena of only "
+                    f"{_gib(self.arena.nbytes)} beside the judge, under the candidate's limit of "
+                    f"{_gib(self.limit_bytes())}; the candidate needed more than the arena, "
+                    f"not more than its limit.\n{f.message}",
+                    rule="evaluator",
+                    recycle=True,
+                ) from None
             raise Verdict(f.status, f.message, rule=f.rule, recycle=True) from None
         m = got.message
         for v in m.get("state") or []:
@@ -236,90 +390,159 @@ class Evaluation(TimedChecks):
         finally:
             for b in buffers:
                 b.close()
+        region, layout = self.region_of(name)
+        self.req(
+            {"op": "regions", "shape": name, "layout": layout.to_json()},
+            [region.fd],
+            expect=("ok",),
+        ).close()
 
-    def call(self, name: str, inputs: list[Any], what: str, *, same_tensors: bool = False):
-        """One checked call: (outputs as judge tensors, the inputs as forward left them)."""
+    def call(self, name: str, inputs: list[Any], what: str, *, k: int = 0, hold: bool = False):
+        """One checked call on input set k of the shape's region: (outputs as judge tensors, the
+        inputs as forward left them, read from the judge's own region)."""
+        from .regions import fill
+
         torch = self.torch
-        descs: list[dict[str, Any]] = []
-        fds: list[int] = []
-        buffers: list[Any] = []
-        views: list[Any] = []
-        for x in inputs:
-            if isinstance(x, torch.Tensor):
-                buffer, view = transport.export(x, keep_layout=True)
-                buffers.append(buffer)
-                views.append(view)
-                descs.append({"tensor": transport.describe(x, len(fds), contiguous=False)})
-                fds.append(buffer.fd)
-            else:
-                views.append(x)
-                descs.append({"value": x})
+        region, layout = self.region_of(name)
+        fill(region.flat, layout.inputs[k], inputs)
+        self.sync()
+        values = [x if not isinstance(x, torch.Tensor) else None for x in inputs]
+        got = self.req(
+            {"op": "call", "shape": name, "set": k, "values": values, "what": what, "hold": hold},
+            expect=("output", "facts"),
+        )
         try:
-            got = self.req(
-                {
-                    "op": "call",
-                    "shape": name,
-                    "inputs": descs,
-                    "what": what,
-                    "same_tensors": same_tensors,
-                },
-                fds,
-                expect=("output", "facts"),
-            )
-            try:
-                m = got.message
-                for fact in m.get("facts") or []:
-                    raise Verdict(
-                        "rejected",
-                        f"{what}: {_text(fact.get('message'))}",
-                        rule=_rule(fact.get("rule")),
-                    )
-                peak = m.get("peak_bytes")
-                if isinstance(peak, int) and peak >= 0:
-                    self.candidate_peak = max(self.candidate_peak or 0, peak)
-                out = self.rebuild(m.get("output"), got.fds, name, what)
-                after = views
-                if "inputs_after" in m:
-                    after = [
-                        self.materialise(d, got.fds, on_host=False) if d is not None else v
-                        for d, v in zip(m["inputs_after"], views)
-                    ]
-                else:
-                    after = [v.clone() if isinstance(v, torch.Tensor) else v for v in views]
-            finally:
-                got.close()
+            m = got.message
+            for fact in m.get("facts") or []:
+                raise Verdict(
+                    "rejected",
+                    f"{what}: {_text(fact.get('message'))}",
+                    rule=_rule(fact.get("rule")),
+                )
+            out = self.rebuild(m.get("output"), got.fds, name, what)
         finally:
-            views.clear()
-            for b in buffers:
-                b.close()
+            got.close()
+        self.note_memory()
+        views = [s.view(region.flat) if s is not None else None for s in layout.inputs[k]]
+        after = [v.clone() if v is not None else x for v, x in zip(views, inputs)]
         return out, after
 
-    def rebuild(self, node: Any, fds: list[int], shape_name: str, what: str) -> Any:
-        """The candidate's output as plain judge tensors, after its structure was checked."""
+    def rebuild(
+        self, node: Any, fds: list[int], shape_name: str, what: str, snapshot: Any = None
+    ) -> Any:
+        """The candidate's output as plain judge tensors, after its structure was checked.
+
+        snapshot: for a timed call, the judge's copies [(offset, nbytes, bytes)] of its leaves
+        taken inside the clock; each arena leaf is cut from these, never read again."""
         shape = self.ctx.main if shape_name == "main" else self.ctx.variant
+        self._normalise(node, shape_name)
         problem = _structure(node, shape.out_template, "out", self.w.device.type)
         if problem is not None:
             rule, message = problem
             status = "rejected" if rule == "output-type" else "incorrect"
             raise Verdict(status, f"{what}: {message}", rule=rule)
-        return self._materialise_tree(node, fds)
+        leaves = iter(snapshot) if snapshot is not None else None
+        return self._materialise_tree(node, fds, shape_name, leaves)
 
-    def _materialise_tree(self, node: Any, fds: list[int]) -> Any:
+    def _normalise(self, node: Any, shape_name: str) -> None:
+        """Give arena and slot leaves the tensor description the structure check reads (a
+        slot's shape and dtype are the judge's own, whatever the candidate said)."""
+        if not isinstance(node, dict):
+            return
+        for key in ("tuple", "list"):
+            if isinstance(node.get(key), list):
+                for v in node[key]:
+                    self._normalise(v, shape_name)
+        if isinstance(node.get("dict"), list):
+            for pair in node["dict"]:
+                if isinstance(pair, list) and len(pair) == 2:
+                    self._normalise(pair[1], shape_name)
+        if isinstance(node.get("arena"), dict):
+            d = node["arena"]
+            node["tensor"] = {
+                "dtype": d.get("dtype"),
+                "shape": d.get("shape"),
+                "device": d.get("device", "cuda"),
+            }
+        elif "slot" in node:
+            slot = self._slot(node["slot"], shape_name)
+            node["tensor"] = {"dtype": slot.dtype, "shape": list(slot.shape), "device": "cpu"}
+
+    def _slot(self, ref: Any, shape_name: str):
+        _, layout = self.region_of(shape_name)
+        ok = isinstance(ref, list) and len(ref) == 2 and all(isinstance(v, int) for v in ref)
+        sets = len(layout.outputs)
+        if not ok or not (0 <= ref[0] < sets and 0 <= ref[1] < len(layout.outputs[ref[0]])):
+            raise Verdict("rejected", "an output names no slot of the judge's", rule="protocol")
+        return layout.outputs[ref[0]][ref[1]]
+
+    def _materialise_tree(self, node: Any, fds: list[int], shape_name: str, leaves: Any) -> Any:
         if "tuple" in node or "list" in node:
-            items = [self._materialise_tree(v, fds) for v in node.get("tuple", node.get("list"))]
+            items = [
+                self._materialise_tree(v, fds, shape_name, leaves)
+                for v in node.get("tuple", node.get("list"))
+            ]
             return tuple(items) if "tuple" in node else items
         if "dict" in node:
-            return {k: self._materialise_tree(v, fds) for k, v in node["dict"]}
+            return {k: self._materialise_tree(v, fds, shape_name, leaves) for k, v in node["dict"]}
+        if "arena" in node:
+            return self.from_arena(node["arena"], leaves)
+        if "slot" in node:
+            region, _ = self.region_of(shape_name)
+            return self._slot(node["slot"], shape_name).view(region.flat).clone()
         if "tensor" in node:
             return self.materialise(node["tensor"], fds, on_host=False)
         if "opaque" in node:
             return _Opaque(_text(node["opaque"]), bool(node.get("subclass")))
         return node.get("value")
 
+    def from_arena(self, d: dict[str, Any], leaves: Any):
+        """A judge-owned copy of an output where the candidate left it in the arena (or, for a
+        timed call, cut from the copy the judge took inside its clock)."""
+        from .transport import DTYPES
+
+        torch = self.torch
+        dtype = DTYPES.get(d.get("dtype"))  # type: ignore[arg-type]
+        shape: Any = d.get("shape")
+        stride: Any = d.get("stride")
+        offset: Any = d.get("offset")
+        nbytes: Any = d.get("nbytes")
+        ints = all(isinstance(v, int) and v >= 0 for v in (offset, nbytes))
+        if dtype is None or not ints or not (_int_list(shape) and _int_list(stride)):
+            raise Verdict("rejected", "a malformed output place", rule="protocol")
+        if len(shape) != len(stride) or nbytes > self.output_limit():
+            raise Verdict("rejected", "a malformed output place", rule="protocol")
+        size = torch.empty((), dtype=dtype).element_size()
+        numel = 1
+        for n in shape:
+            numel *= n
+        reach = (sum((n - 1) * s for n, s in zip(shape, stride)) + 1) * size if numel else 0
+        if reach > nbytes or offset % size:
+            raise Verdict("rejected", "an output place smaller than its tensor", rule="protocol")
+        if leaves is not None:
+            taken = next(leaves, None)
+            if taken is None or taken[0] != offset or taken[1] != nbytes:
+                raise Verdict(
+                    "rejected",
+                    "a timed output described after the clock is not where the round said",
+                    rule="protocol",
+                )
+            raw = taken[2]
+        else:
+            try:
+                raw = self.arena.view(offset, nbytes)
+            except ValueError:
+                raise Verdict("rejected", "an output outside the arena", rule="protocol") from None
+        if numel == 0:
+            return torch.empty(tuple(shape), dtype=dtype, device=self.w.device)
+        typed = raw[: nbytes - nbytes % size].view(dtype)
+        view = typed.as_strided(tuple(shape), tuple(stride))
+        return view.clone() if leaves is None else view
+
     def materialise(self, desc: dict[str, Any], fds: list[int], *, on_host: bool):
-        """A judge-owned copy of a tensor the candidate process described (a snapshot: the
-        candidate cannot change it afterwards)."""
-        limit = 4 * max(self.ctx.main.footprint, 1 << 20) + (1 << 30)
+        """A judge-owned copy of a tensor the candidate process described in a memfd of its own
+        (a snapshot: the candidate cannot change it afterwards)."""
+        limit = self.output_limit()
         try:
             buffer, host = transport.rebuild(desc, fds, max_bytes=limit)
         except (transport.ProtocolError, OSError) as e:
@@ -368,7 +591,7 @@ class Evaluation(TimedChecks):
             return ref, host(*_to64(on_host, torch))
 
     def checked_call(
-        self, shape, name, args, what, *, hint="", rule=None, refs=None, same_tensors=False
+        self, shape, name, args, what, *, hint="", rule=None, refs=None, k=0, hold=False
     ):
         """Call the candidate, then check its inputs and its output against the reference. The
         reference runs after the candidate, so no freed block can hold the right answer.
@@ -377,7 +600,7 @@ class Evaluation(TimedChecks):
         these tensors. What forward left in its inputs is compared with them and let go before
         the reference runs (one trial's tensors alive at a time: the judge's working set).
         """
-        out, after = self.call(name, args, what, same_tensors=same_tensors)
+        out, after = self.call(name, args, what, k=k, hold=hold)
         self.check_inputs(after, args, what)
         del after
         ref, ref64 = refs if refs is not None else self.reference(shape, args)
@@ -393,8 +616,9 @@ class Evaluation(TimedChecks):
             self.trials.append(seed)
 
     def check_same_address(self) -> None:
-        """New values in the same tensors (same data_ptr, same id) in the candidate process: a
-        cache keyed on them fails; then the same values again, for determinism."""
+        """New values in the same tensors (every call on a set gets the same tensor objects, at
+        the same addresses, in the candidate process): a cache keyed on them fails; then the
+        same values again, for determinism."""
         from .compare import same_bits
 
         shape = self.ctx.main
@@ -406,7 +630,6 @@ class Evaluation(TimedChecks):
             "the call on the same input tensors refilled with new values",
             hint=" (a result cached by data_ptr or id would be stale)",
             rule="mismatch",
-            same_tensors=True,
         )
         again = self.checked_call(shape, "main", inputs, "the determinism check", rule="drift")
         pairs = zip(_tensors(out, self.torch), _tensors(again, self.torch))
@@ -427,12 +650,71 @@ class Evaluation(TimedChecks):
                 rule="drift",
             )
 
+    def check_reuse(self) -> None:
+        """Output reuse, whatever the ring's length up to the calls held: K calls on K input
+        sets, each output held by the candidate's process as a caller would hold it and copied
+        by the judge when returned; then every held output is read again. One that changed was
+        written after it was returned (a ring of persistent buffers handed out in turn). On a
+        GPU the judge also sees storage identity itself: two held outputs sharing arena bytes."""
+
+        from .regions import fingerprint
+
+        shape = self.ctx.main
+        n = self.reuse_calls()
+        salt = self.w.rng.randrange(1, 2**31)
+        seen: list[Any] = []
+        places: list[tuple[int, int, int]] = []
+        for k in range(n):
+            seed = self.trials[k % len(self.trials)] if k < len(self.trials) else None
+            if seed is None:
+                seed, inputs = self.fresh(shape)
+            else:
+                inputs = self.regenerate(shape, seed)
+            what = f"held call {k + 1} of {n}"
+            slot = 0 if self.w.cuda else k
+            out = self.checked_call(shape, "main", inputs, what, rule="drift", k=slot, hold=True)
+            seen.append([fingerprint(t, salt) for t in _tensors(out, self.torch)])
+            del out
+        self.held_bytes = max(self.held_bytes, n * shape.output_bytes)
+        got = self.req({"op": "refetch", "shape": "main"}, expect=("outputs",))
+        try:
+            outs = got.message.get("outputs")
+            if not (isinstance(outs, list) and len(outs) == n):
+                raise Verdict("rejected", "the held outputs were not described", rule="protocol")
+            for k, node in enumerate(outs):
+                again = self.rebuild(node, got.fds, "main", f"held call {k + 1}")
+                if self.arena is not None:
+                    places.extend((k, *p) for p in _arena_places(node))
+                now = [fingerprint(t, salt) for t in _tensors(again, self.torch)]
+                del again
+                if now != seen[k]:
+                    raise Verdict(
+                        "rejected",
+                        f"the output of held call {k + 1} of {n} changed after it was returned: "
+                        "the candidate writes into memory it already handed out (a ring of "
+                        "persistent output buffers?). Allocate a new output per call.",
+                        rule="reuse",
+                    )
+        finally:
+            got.close()
+        for (k1, a0, a1), (k2, b0, b1) in _pairs(places):
+            if k1 != k2 and a0 < b1 and b0 < a1:
+                raise Verdict(
+                    "rejected",
+                    f"held calls {k1 + 1} and {k2 + 1} returned outputs that share device memory: "
+                    "the candidate hands out the same buffer again while the first is held. "
+                    "Allocate a new output per call.",
+                    rule="reuse",
+                )
+        self.req({"op": "release"}, expect=("released",)).close()
+
     def check_variant(self) -> None:
         shape = self.ctx.variant
         if shape is None:
             return
         sizes = _sizes_text(shape.sizes)
         try:
+            self.open_region("variant", shape, 1)
             self.build("variant", shape)
             _, inputs = self.fresh(shape)
             self.checked_call(
@@ -525,27 +807,47 @@ class Evaluation(TimedChecks):
         ref = self.ctx.main.ref_peak
         return None if ref is None else max(MEMORY_FACTOR * ref, ref + MEMORY_SLACK)
 
+    def measure_memory(self) -> None:
+        """The candidate's device memory, from outside its process: the arena pages it touched
+        (its parameters, outputs, workspace), the input region it reads, and what the driver
+        says it holds past both (taken outside the allocator); less the outputs the judge
+        itself asked it to hold at once, beyond one call's."""
+        if self.arena is None or self.candidate_peak is not None:
+            return
+        touched = self.arena.touched_bytes()
+        outside = 0
+        if self.sampler is not None:
+            self.sampler.sample()
+            mapped = self.arena.nbytes + self.regions_bytes
+            outside = max(0, self.sampler.peak - self.context_bytes - mapped)
+        extra_held = max(0, self.held_bytes - self.ctx.main.output_bytes)
+        self.candidate_peak = max(0, touched - extra_held) + self.ctx.main.input_bytes + outside
+
     def check_memory(self) -> None:
+        self.measure_memory()
         limit, peak = self.limit_bytes(), self.candidate_peak
         if limit is None or peak is None or peak <= limit:
             return
         ref = self.ctx.main.ref_peak
         raise Verdict(
             "rejected",
-            f"the candidate's forward peaked at {_gib(peak)} of device memory; the reference "
-            f"peaks at {_gib(ref)} and a candidate may use max({MEMORY_FACTOR}x that, that + "
-            f"1 GiB) = {_gib(limit)}. Allocate less (no workspace sized far beyond the task), or "
-            "allow it with --max-memory GB.",
+            f"the candidate's forward peaked at {_gib(peak)} of device memory (measured by the "
+            f"judge: the arena pages it touched, its inputs, and what the driver says it took "
+            f"past them); the reference peaks at {_gib(ref)} and a candidate may use "
+            f"max({MEMORY_FACTOR}x that, that + 1 GiB) = {_gib(limit)}. Allocate less (no "
+            "workspace sized far beyond the task), or allow it with --max-memory GB.",
             rule="memory",
         )
 
     def memory(self) -> Memory:
         shape = self.ctx.main
+        with contextlib.suppress(Exception):
+            self.measure_memory()
         judge = self.torch.cuda.max_memory_allocated() if self.w.cuda else None
         note = (
-            ""
+            "measured by the judge: arena pages touched, inputs, and the driver's account past them"
             if self.w.cuda
-            else ("device memory is measured on CUDA only (the interpreter runs in host memory)")
+            else "device memory is measured on CUDA only (the interpreter runs in host memory)"
         )
         return Memory(
             footprint_bytes=shape.footprint,
@@ -605,9 +907,60 @@ class Evaluation(TimedChecks):
         )
 
     def cleanup(self) -> None:
+        if self.sampler is not None:
+            self.sampler.__exit__(None, None, None)
+            self.sampler = None
         if self.proc is not None:
             self.proc.close()
             self.proc = None
+        # The candidate's process is gone (reaped): nothing maps these any more.
+        for held in (self.main_region, self.variant_region):
+            if held is not None:
+                held[0].close()
+        self.main_region = self.variant_region = None
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+        self.snap_buf = None
         if self.w.cuda:
             with contextlib.suppress(Exception):
                 self.torch.cuda.empty_cache()
+
+
+def _int_list(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**48 for v in value
+    )
+
+
+def _arena_places(node: Any) -> list[tuple[int, int]]:
+    """[start, end) of every arena leaf of a described output."""
+    if not isinstance(node, dict):
+        return []
+    out: list[tuple[int, int]] = []
+    for key in ("tuple", "list"):
+        for v in node.get(key) or []:
+            out += _arena_places(v)
+    for pair in node.get("dict") or []:
+        if isinstance(pair, list) and len(pair) == 2:
+            out += _arena_places(pair[1])
+    d = node.get("arena")
+    if (
+        isinstance(d, dict)
+        and isinstance(d.get("offset"), int)
+        and isinstance(d.get("nbytes"), int)
+    ):
+        if d["nbytes"] > 0:
+            out.append((d["offset"], d["offset"] + d["nbytes"]))
+    return out
+
+
+def _pairs(items: list) -> list:
+    ordered = sorted(items, key=lambda p: p[1])
+    pairs = []
+    for i, a in enumerate(ordered):  # sorted by start: only neighbours that begin before a ends
+        for b in ordered[i + 1 :]:
+            if b[1] >= a[2]:
+                break
+            pairs.append((a, b))
+    return pairs

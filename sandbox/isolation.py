@@ -153,6 +153,62 @@ def lift_cpu_limit() -> None:
 
 
 CLONE_NEWNET = 0x40000000
+PR_CAPBSET_DROP = 24
+PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+_CAP_VERSION_3 = 0x20080522
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name, use_errno=True) if name else None
+
+
+def prctl(option: int, value: int) -> bool:
+    """prctl(option, value, 0, 0, 0) through libc; True if it worked."""
+    libc = _libc()
+    return libc is not None and libc.prctl(option, value, 0, 0, 0) == 0
+
+
+def not_dumpable() -> bool:
+    """prctl(PR_SET_DUMPABLE, 0): no process without CAP_SYS_PTRACE may open this one's
+    /proc/PID/mem (or maps, or ptrace it), even one of the same uid. Forked children inherit it;
+    a process still reads its own /proc/self files. True if it worked."""
+    return prctl(PR_SET_DUMPABLE, 0)
+
+
+def drop_privileges() -> list[str]:
+    """What a candidate process gives up before candidate code runs: new privileges through
+    execve (PR_SET_NO_NEW_PRIVS) and every capability (bounding set, then permitted, effective
+    and inheritable through capset), so that a uid-0 candidate holds no CAP_SYS_PTRACE,
+    CAP_DAC_OVERRIDE or CAP_KILL. Under bwrap --cap-drop ALL there is nothing left to drop.
+    Returns the layers that hold."""
+    libc = _libc()
+    if libc is None:
+        return []
+    held = []
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0:
+        held.append("no-new-privs")
+    try:
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: none to drop
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}: all empty
+    if libc.capset(header, data) == 0 and _no_capabilities():
+        held.append("no-capabilities")
+    return held
+
+
+def _no_capabilities() -> bool:
+    try:
+        with open("/proc/self/status") as f:
+            caps = dict(line.split(":", 1) for line in f if line.startswith("Cap"))
+    except (OSError, ValueError):
+        return False
+    return all(int(caps.get(k, "1"), 16) == 0 for k in ("CapPrm", "CapEff", "CapAmb"))
 
 
 def isolate_network() -> bool:
@@ -168,11 +224,8 @@ def isolate_network() -> bool:
             return True
         except OSError:
             return False
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
-    libc = ctypes.CDLL(name, use_errno=True)
-    return libc.unshare(CLONE_NEWNET) == 0
+    libc = _libc()
+    return libc is not None and libc.unshare(CLONE_NEWNET) == 0
 
 
 def rss_bytes(pid: int) -> int | None:

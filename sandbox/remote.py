@@ -43,16 +43,37 @@ class Sandbox:
     """One zygote, started once per judge and replaced when a candidate broke it."""
 
     def __init__(
-        self, device: str, root: Path, *, os_sandbox: bool = True, triton_seed: Path | None = None
+        self,
+        device: str,
+        root: Path,
+        *,
+        os_sandbox: bool = True,
+        triton_seed: Path | None = None,
+        allocator: Path | None = None,
     ):
         self.device = device
+        # The candidates' device allocator on a GPU (arena.py), in a directory bound read-only.
+        self.allocator = allocator
         self.triton_seed = triton_seed
         self.root = root
+        # Candidates' homes, one per candidate, and the zygote's own directory (its working
+        # directory and HOME, read-only in the sandbox): neither writable by a candidate where
+        # the judge is root (a candidate holds no capability), and nothing of one candidate's is
+        # left in either when the next one starts (CandidateProcess.close sweeps).
         self.dir = root / "candidates"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.zygote_dir = root / "zygote"
+        for d in (self.dir, self.zygote_dir):
+            d.mkdir(parents=True, exist_ok=True)
+            _out_of_reach(d)
+        self.live: set[str] = set()
+        # Where the zygote's imports may write temporary files (they ask for a usable
+        # directory); removed once it is ready, before any candidate starts.
+        self.zygote_tmp = self.dir / "zygote-tmp"
+        self.zygote_tmp.mkdir(exist_ok=True)
         self.log_path = root / "zygote.log"
         self.control, child = transport.channel_pair()
-        env = _sandbox_env(os.environ, device, self.dir)
+        env = _sandbox_env(os.environ, device, self.zygote_dir)
+        env["TMPDIR"] = str(self.zygote_tmp)
         inner = [sys.executable, "-m", "kernelwright.sandbox.zygote"]
         inner += ["--control-fd", str(child.fileno()), "--device", device]
         probe = bwrap.probe() if os_sandbox else bwrap.Probe(None, False, False, "turned off")
@@ -60,11 +81,16 @@ class Sandbox:
         if probe.works:
             argv = bwrap.command(
                 [*inner, "--pid-namespace"],
-                readonly=bwrap.python_paths(),
+                readonly=[
+                    *bwrap.python_paths(),
+                    str(self.zygote_dir),
+                    *([str(allocator.parent)] if allocator else []),
+                ],
                 writable=[str(self.dir)],
                 env=env,
                 device=device,
                 seccomp_fd=seccomp_fd,
+                chdir=str(self.zygote_dir),
             )
             self.layers = ["bubblewrap", "pid-namespace", "mount-namespace", "netns", "no-secrets"]
             if seccomp_fd is not None:
@@ -90,7 +116,7 @@ class Sandbox:
                 stderr=subprocess.STDOUT,
                 pass_fds=fds,
                 env=env if not probe.works else {"PATH": env.get("PATH", "/usr/bin:/bin")},
-                cwd=self.dir,
+                cwd=self.zygote_dir,
                 start_new_session=True,
             )
         child.close()
@@ -103,6 +129,7 @@ class Sandbox:
         the judge imports torch meanwhile)."""
         if self.ready is None:
             self.ready = self._await_ready()
+            shutil.rmtree(self.zygote_tmp, ignore_errors=True)
             self.layers += [x for x in self.ready.get("layers", []) if x not in self.layers]
 
     def _await_ready(self) -> dict[str, Any]:
@@ -124,12 +151,15 @@ class Sandbox:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, *, source: str, dtype: str, config: Any) -> CandidateProcess:
+    def spawn(self, *, source: str, dtype: str, config: Any, arena: Any = None) -> CandidateProcess:
         """A fresh candidate process in a new directory holding the candidate's source."""
         self.wait_ready()
         home = self.dir / f"cand-{secrets.token_hex(8)}"
         home.mkdir()
-        (home / "candidate.py").write_text(source)
+        self.live.update((home.name, f"{home.name}.log"))
+        # UTF-8 whatever the locale: the bytes the candidate process decodes are the checked
+        # text (an unpaired surrogate is written as is, and refused there as not UTF-8).
+        (home / "candidate.py").write_bytes(source.encode("utf-8", "surrogatepass"))
         if self.triton_seed is not None and self.triton_seed.is_dir():
             shutil.copytree(self.triton_seed, home / "triton")
         else:
@@ -147,10 +177,18 @@ class Sandbox:
                     "env": {},
                     "cpu_time_s": config.cpu_time_s,
                     "max_file_mb": config.max_file_mb,
+                    "host_memory_bytes": (
+                        int(config.host_memory_gb * 2**30) if config.host_rlimit else None
+                    ),
                     "gpu_memory_fraction": config.gpu_memory_fraction,
                     "precision": config.precision,
+                    **(
+                        {"arena": {"so": str(self.allocator), "nbytes": arena.nbytes}}
+                        if arena is not None and self.allocator is not None
+                        else {}
+                    ),
                 },
-                [theirs.fileno(), log_fd],
+                [theirs.fileno(), log_fd, *([arena.fd] if arena is not None else [])],
             )
             got = transport.receive(self.control, 30.0)
         finally:
@@ -175,6 +213,20 @@ class Sandbox:
             return {"zygote": "lost"}
         got.close()
         return got.message.get("status", {})
+
+    def sweep(self, done: Path) -> None:
+        """Remove a finished candidate's home and log, and anything else in the candidates'
+        directory that no live candidate owns (what one planted beside its home)."""
+        self.live.difference_update((done.name, f"{done.name}.log"))
+        with contextlib.suppress(OSError):
+            for entry in self.dir.iterdir():
+                if entry.name in self.live:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        entry.unlink()
 
     def host_pid(self, ns_pid: int) -> int | None:
         """The host PID of a process the zygote reports by its own (namespace) PID."""
@@ -202,6 +254,11 @@ class Sandbox:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+# The exit code of a candidate process whose device allocation found no room in the arena
+# (arena.c): the memory rule.
+ARENA_EXHAUSTED = 75
+
+
 class CandidateProcess:
     """One candidate's process: requests with deadlines, host memory watched, log tail kept."""
 
@@ -209,6 +266,7 @@ class CandidateProcess:
         self.sandbox, self.sock, self.pid = sandbox, sock, pid
         self.home, self.log = home, log
         self.memory_cap = config.host_memory_gb * 2**30
+        self.rlimit = bool(config.host_rlimit)
         self.host = sandbox.host_pid(pid)
         self.ended: dict[str, Any] | None = None
 
@@ -243,8 +301,22 @@ class CandidateProcess:
                     "evaluator's own code may write to its channel",
                 ) from None
             if got is not None:
+                self._name_the_limit(got.message)
                 return got
             self.check_memory()
+
+    def _name_the_limit(self, message: dict[str, Any]) -> None:
+        """A host allocation the candidate process was refused: say which limit refused it."""
+        e = message.get("error")
+        if not (self.rlimit and isinstance(e, dict) and e.get("rule") == "memory"):
+            return
+        text = e.get("message")
+        if isinstance(text, str) and "CUDA" not in text:
+            e["message"] = (
+                f"{text}\n(the candidate process's host memory is capped at "
+                f"{self.memory_cap / 2**30:g} GB of private writable memory: RLIMIT_DATA, from "
+                "EvalConfig.host_memory_gb)"
+            )
 
     def check_memory(self) -> None:
         rss = sum(rss_bytes(p) or 0 for p in [self.host, *_descendants(self.host)] if p)
@@ -274,6 +346,14 @@ class CandidateProcess:
                 f"code, or a kill); the next candidate gets a fresh process.\n{tail}",
             )
         code = status.get("exit")
+        if code == ARENA_EXHAUSTED:
+            return CandidateFailure(
+                "rejected",
+                "memory",
+                f"the candidate's device memory passed its limit {when}: its allocations come "
+                "from the judge's arena, whose size is the limit (max(4x the reference's peak, "
+                f"that + 1 GiB), or --max-memory).\n{tail}",
+            )
         return CandidateFailure(
             "crashed",
             "exit",
@@ -296,9 +376,7 @@ class CandidateProcess:
             with contextlib.suppress(OSError):
                 transport.send(self.sock, {"op": "bye"})
         self.end()
-        shutil.rmtree(self.home, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            self.log.unlink()
+        self.sandbox.sweep(self.home)
 
     def log_tail(self) -> str:
         return _tail(self.log)
@@ -335,6 +413,15 @@ def _descendants(pid: int | None) -> list[int]:
             found.extend(kids)
             todo.extend(kids)
     return found
+
+
+def _out_of_reach(path: Path) -> None:
+    """Make a directory of the judge's one no candidate may write: owned by nobody where the
+    judge is root (a candidate is uid 0 without capabilities, so only the mode's 'other' bits
+    apply to it), never group- or world-writable."""
+    os.chmod(path, 0o755)
+    if os.geteuid() == 0:
+        os.chown(path, 65534, 65534)
 
 
 def _sandbox_env(parent: os._Environ | dict, device: str, home: Path) -> dict[str, str]:

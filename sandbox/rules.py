@@ -38,6 +38,9 @@ class Violation:
 # Static rules (EvalResult.rule of a "rejected" candidate; "syntax" gives "compile_error").
 RULES: dict[str, str] = {
     "syntax": "the file does not parse",
+    "encoding": "a coding declaration (PEP 263) naming anything but UTF-8, a byte-order mark, "
+    "or text that is not valid UTF-8: the checks read the file as UTF-8, as the candidate "
+    "process does",
     "import": f"an import outside the allowlist ({', '.join(ALLOWED_IMPORTS)}), a star or "
     "relative import, or a forbidden module or torch subsystem reached through another "
     "(torch.os, torch.multiprocessing, torch.distributed)",

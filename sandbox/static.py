@@ -29,6 +29,7 @@ from .rules import (
     repr,
     sorted,
 )
+from .sourcetext import encoding_problem
 from .static_messages import _message
 
 # -- static checks: the tables ---------------------------------------------------------------------
@@ -649,6 +650,9 @@ def _is_dunder(name: str) -> bool:
 
 def static_check(source: str, filename: str = "candidate.py") -> list[Violation]:
     """Every static rule the candidate breaks, sorted by line; empty means it may run."""
+    encoding = encoding_problem(source)
+    if encoding is not None:  # the rest would be checked on text other than what Python reads
+        return [Violation("encoding", encoding[0], 0, _message("encoding", encoding[1]))]
     try:
         tree = parse(source, filename=filename)
     except SyntaxError as e:

@@ -7,6 +7,9 @@ from .contract import ALLOWED_IMPORTS
 
 _MESSAGES: dict[str, str] = {
     "syntax": "{what}; fix the syntax",
+    "encoding": "{what}: a candidate is UTF-8 text, read as such by the checks and by the "
+    "process that runs it. Remove the declaration (or write `# coding: utf-8`) and save the "
+    "file as UTF-8 without a byte-order mark",
     "import": "`import {what}` is not allowed: a candidate may import only "
     + ", ".join(name for name in ALLOWED_IMPORTS if name != "__future__")
     + " (sandbox/contract.py). Remove it and compute with torch and your @triton.jit kernels",

@@ -1,51 +1,53 @@
-"""The judge's timing of a candidate: the interleaved timed reps, the clock check, the roofline.
+"""The judge's clock: every time in a result is measured here, the same way for every contender.
 
-A part of Evaluation (evaluation.py), which mixes it in: the methods here use its requests,
-rebuilt outputs and checks. Any failure raises a Verdict.
+A part of Evaluation (evaluation.py), which mixes it in. A timed round is n calls back to back,
+call k on input set k of the judge's region (regions.py). The judge's host clock starts before
+it writes the round's inputs (fresh values, drawn here) and stops when it holds its own copy of
+every output:
+
+- eager and torch.compile: clock, write the inputs, n calls in this process, synchronize, clock.
+  They are timed before the candidate's process exists, so nothing of the candidate's runs on
+  the GPU beside them (a candidate that keeps a kernel running while eager is timed would make
+  eager slower).
+- the candidate: clock, write the inputs, "round" to its process, n calls there, its reply
+  naming where each output lies in the arena (the judge's memory the candidate allocates
+  from, arena.py), the judge's copy of those bytes, clock. Its process learns the inputs only
+  after the clock started, and the judge reads the outputs itself: work done before the clock
+  had nothing to work on, work left for after it is missing from the copy (a wrong output).
+
+From each time the judge takes out what it did itself, measured alone before the candidate's
+process existed: writing the inputs, and (the candidate only) one round trip of its channel
+with the evaluator's own code answering and the copy of the outputs. A candidate can make its
+rounds slower; what it can gain is its end of the round trip (measured on the H200: 15 us
+blocking, 11 us spinning), spread over a round of ROUND_MS or more.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
 from .results import EvalResult, Timings
-from .verdict import (
-    Verdict,
-    _mismatch_text,
-    _one_line,
-    _to64,
-)
+from .verdict import Verdict, _mismatch_text, _one_line, _to64
 
-# The judge's clock over a block of back-to-back calls may exceed the candidate's claimed
-# per-call time by this factor, plus the GPU head start (host launch time the claimed time
-# leaves out by design), plus the digest the candidate computes inside the block, plus a fixed
-# allowance for the round trip. An honest kernel's block runs with a warm L2 and overlapped
-# launches, faster per call than its flushed, timed calls; a claimed time below real work
-# (patched events, work left for after the end event) shows as a block that takes longer.
-# Not yet measured on a GPU: 1.5 leaves honest kernels room until the H200 says how close the
-# two clocks run (benchmarks/RESULTS.md will carry the ratio); tighten it then.
-CLOCK_FACTOR = 1.5
-# The host clock of the evaluator's own tests (no CUDA): one interpreted call takes milliseconds
-# and a loaded 2-core CI machine stretches one block by 1.6x against the timed calls (seen
-# here); the exploit this is tested with hides 20x its claim.
-HOST_CLOCK_FACTOR = 3.0
-CLOCK_OVERHEAD_MS = 5.0
-# Calls per block: enough to swamp the round trip for small kernels, few enough that the
-# block's inputs and outputs fit beside everything else (BLOCK_BYTES of them at most).
-BLOCK_CALLS = (2, 16)
-BLOCK_BYTES = 4 << 30
-# Every timed output travels to the judge through host memory to be checked (~10-20 GB/s each
-# way): past this many bytes of outputs in all, fewer rounds are timed (at least MIN_TIMED_REPS;
-# a median of 10 calls of a multi-GB kernel, each milliseconds long, is stable to ~1%).
-TIMED_OUTPUT_BYTES = 32 << 30
+# A timed round runs at least this long (n calls of eager's time), so the round trip's share of
+# a call, and what a candidate could save of it, stays small.
+ROUND_MS = 2.0
+# The most calls (input sets) per round, and the most bytes one round's sets may take.
+MAX_CALLS = 64
+ROUND_BYTES = 2 << 30
+# Calibration repetitions of the judge's own work (median taken).
+CALIBRATION_REPS = 15
+# Timed rounds are fewer for tasks whose outputs are so large that checking each costs seconds.
+TIMED_OUTPUT_BYTES = 64 << 30
 MIN_TIMED_REPS = 10
 
 
 class TimedChecks:
-    """Evaluation's timing: timed reps, the judged timed outputs, the clock check, the result."""
+    """Evaluation's timing: baseline rounds, the candidate's rounds, the result."""
 
     if TYPE_CHECKING:  # the attributes and methods of Evaluation, which this is a part of
         timed_edge_cases: int
@@ -69,19 +71,15 @@ class TimedChecks:
         bytes_, flops = self.ctx.work
         rf = roofline(bytes_, flops, self.config.dtype, self.ctx.ceilings)
         rf = dataclasses.replace(rf, fraction=rf.bound_ms / cand if cand > 0 else None)
-        for what, ms in (
-            ("median time", cand),
-            ("the judge's clock per call", self.judge_ms_per_call),
-        ):
-            if ms is not None and is_impossible(ms, rf.bound_ms):
-                raise Verdict(
-                    "rejected",
-                    f"{what} {ms:.4f} ms is under the physical lower bound {rf.bound_ms:.4f} ms "
-                    f"({bytes_ / 1e9:.3f} GB moved at {rf.bandwidth_gbps:.0f} GB/s, "
-                    f"{flops / 1e9:.2f} GFLOP at {rf.peak_tflops:.0f} TFLOP/s): the measured time "
-                    "cannot be the real work (memoised outputs, work hidden from the timer?)",
-                    rule="roofline",
-                )
+        if is_impossible(cand, rf.bound_ms):
+            raise Verdict(
+                "rejected",
+                f"the judge's clock measured {cand:.4f} ms per call, under the physical lower "
+                f"bound {rf.bound_ms:.4f} ms ({bytes_ / 1e9:.3f} GB moved at "
+                f"{rf.bandwidth_gbps:.0f} GB/s, {flops / 1e9:.2f} GFLOP at {rf.peak_tflops:.0f} "
+                "TFLOP/s): the measured time cannot be the real work",
+                rule="roofline",
+            )
         eager = timings.eager.median_ms if timings.eager else None
         compiled = timings.compiled.median_ms if timings.compiled else None
         return EvalResult(
@@ -97,96 +95,244 @@ class TimedChecks:
             **base,
         )
 
-    # -- timing --------------------------------------------------------------------------------
+    # -- the rounds ----------------------------------------------------------------------------
 
-    def time(self, remote: bool) -> Timings:
-        """Interleaved timing of eager, torch.compile and (remote) the candidate.
+    def host_clock(self) -> bool:
+        return bool(self.config.host_clock_for_tests or not self.w.cuda)
 
-        Every round draws fresh inputs from a new seed; eager and torch.compile draw them here,
-        the candidate process draws the same ones from the same seed. The candidate's output of
-        every round is checked against eager's of the same round.
-        """
-        from .compare import compare, flatten_outputs
+    def sync(self) -> None:
+        if self.w.cuda:
+            self.torch.cuda.synchronize()
+
+    def plan_round(self) -> int:
+        """Calls per round: enough for ROUND_MS of eager's time, within MAX_CALLS and ROUND_BYTES."""
         from .task import build_inputs
-        from .timing import time_interleaved
+
+        ctx, torch = self.ctx, self.torch
+        args = build_inputs(ctx.main.ns, ctx.dtype, self.w.device, self.w.rng.randrange(2**31))
+        with torch.no_grad():
+            ctx.main.ref(*args)  # warm
+            self.sync()
+            started = time.perf_counter()
+            ctx.main.ref(*args)
+            self.sync()
+        one_ms = max((time.perf_counter() - started) * 1000.0, 1e-3)
+        per_set = max(ctx.main.input_bytes + ctx.main.output_bytes, 1)
+        by_time = math.ceil(ROUND_MS / one_ms)
+        most = MAX_CALLS if self.w.cuda else 4  # the interpreter: milliseconds per call
+        return max(1, min(most, by_time, ROUND_BYTES // per_set))
+
+    def draw_sets(self, n: int) -> tuple[list[int], list[list[Any]]]:
+        from .task import build_inputs
+
+        seeds = [self.w.rng.randrange(2**31) for _ in range(n)]
+        ctx = self.ctx
+        return seeds, [build_inputs(ctx.main.ns, ctx.dtype, self.w.device, s) for s in seeds]
+
+    def fill_sets(self, sets: list[list[Any]]) -> None:
+        from .regions import fill
+
+        region, layout = self.main_region
+        for k, values in enumerate(sets):
+            fill(region.flat, layout.inputs[k], values)
+
+    def calibrate(self, n: int) -> None:
+        """The judge's own parts of a round, measured alone (no candidate process alive)."""
+        _, sets = self.draw_sets(n)
+        fills = []
+        for _ in range(CALIBRATION_REPS):
+            self.sync()
+            started = time.perf_counter()
+            self.fill_sets(sets)
+            self.sync()
+            fills.append((time.perf_counter() - started) * 1000.0)
+        self.fill_ms = statistics.median(fills)
+
+    def calibrate_snapshot(self, n: int) -> None:
+        """The judge's copy of n calls' outputs out of the arena, measured alone."""
+        nbytes = [
+            max(1, sum(_numel(s) * _esize(d, self.torch) for s, d in self.ctx.main.out_meta))
+            for _ in range(n)
+        ]
+        snaps = []
+        for _ in range(CALIBRATION_REPS):
+            self.sync()
+            started = time.perf_counter()
+            offset = 0
+            self.snap_cursor = 0
+            for b in nbytes:
+                self.snap_into(self.arena.view(offset, b))
+                offset += -(-b // 512) * 512
+            self.sync()
+            snaps.append((time.perf_counter() - started) * 1000.0)
+        self.snap_ms = statistics.median(snaps)
+
+    def baseline_rounds(self, n: int) -> dict[str, Any]:
+        """Eager and torch.compile, timed in rounds of n calls before any candidate process."""
+        torch, ctx, cfg = self.torch, self.ctx, self.config
+        region, layout = self.main_region
+        views = [
+            [s.view(region.flat) if s is not None else None for s in row] for row in layout.inputs
+        ]
+        fns = {"eager": ctx.main.ref}
+        if ctx.compiled is not None:
+            fns["compiled"] = ctx.compiled
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        reps = self.timed_reps()
+        for r in range(cfg.warmup + reps):
+            order = list(fns) if r % 2 == 0 else list(fns)[::-1]
+            for name in order:
+                _, sets = self.draw_sets(n)
+                args = [
+                    [v if v is not None else x for v, x in zip(views[k], sets[k])] for k in range(n)
+                ]
+                self.flush_l2()
+                self.sync()
+                started = time.perf_counter()
+                self.fill_sets(sets)
+                self.sync()
+                with torch.no_grad():
+                    for k in range(n):
+                        fns[name](*args[k])
+                self.sync()
+                wall = (time.perf_counter() - started) * 1000.0
+                if r >= cfg.warmup:
+                    samples[name].append(max(wall - self.fill_ms, 0.0) / n)
+        from .timing import summarize
+
+        return {name: summarize(v) for name, v in samples.items()}
+
+    def candidate_rounds(self, n: int) -> Any:
+        """The candidate's rounds; every output of every round is checked against eager's."""
+        from .compare import compare, flatten_outputs
+        from .timing import summarize
 
         torch, ctx, cfg = self.torch, self.ctx, self.config
-        rounds: dict[int, dict[str, Any]] = {}
-
-        def seed_of(i: int) -> int:
-            if i not in rounds:
-                rounds[i] = {"seed": self.w.rng.randrange(2**31)}
-            return rounds[i]["seed"]
-
-        def prepare(i):
-            return build_inputs(ctx.main.ns, ctx.dtype, self.w.device, seed_of(i))
-
-        def eager(*args):
-            with torch.no_grad():
-                return ctx.main.ref(*args)
-
-        fns: dict[str, Any] = {"eager": (prepare, eager)}
-        if ctx.compiled is not None:
-
-            def compiled(*args):
-                with torch.no_grad():
-                    return ctx.compiled(*args)
-
-            fns["compiled"] = (prepare, compiled)
+        samples: list[float] = []
         failures: list[tuple[str, str]] = []
-        if remote:
-            fns["candidate"] = _RemoteRunner(self, seed_of)
-
-        def after_call(name, i, out, args):
-            state = rounds[i]
-            state[name] = True
-            if name == "candidate" and not failures:
-                state["candidate_out"] = out
-            elif name == "eager" and remote:
-                state["eager_out"] = out
-            if "candidate_out" in state and "eager_out" in state and not failures:
-                out, ref = state.pop("candidate_out"), state.pop("eager_out")
-                pairs = zip(flatten_outputs(out), flatten_outputs(ref))
+        reps = self.timed_reps()
+        for r in range(cfg.warmup + reps):
+            seeds, sets = self.draw_sets(n)
+            values = [x if not isinstance(x, torch.Tensor) else None for x in sets[0]]
+            self.flush_l2()
+            self.sync()
+            self.sampler_pause(True)
+            started = time.perf_counter()
+            self.fill_sets(sets)
+            self.sync()
+            got = self.req({"op": "round", "calls": n, "values": values}, expect=("spans",))
+            try:
+                snaps = self.snapshot(got.message.get("spans"), n)
+                self.sync()
+                wall = (time.perf_counter() - started) * 1000.0
+            finally:
+                got.close()
+                self.sampler_pause(False)
+            overhead = self.fill_ms + (0.0 if self.host_clock() else self.rtt_ms + self.snap_ms)
+            if r >= cfg.warmup:
+                samples.append(max(wall - overhead, 0.0) / n)
+            outs = self.describe_round(snaps, n)
+            for k in range(n):
+                with torch.no_grad():
+                    ref = ctx.main.ref(*sets[k])
+                pairs = zip(flatten_outputs(outs[k]), flatten_outputs(ref))
                 if any(
-                    isinstance(r, torch.Tensor) and compare(o, r, ctx.dtype) is not None
-                    for (_, o), (_, r) in pairs
+                    isinstance(b, torch.Tensor) and compare(a, b, ctx.dtype) is not None
+                    for (_, a), (_, b) in pairs
                 ):
-                    pristine = self.regenerate(ctx.main, state["seed"])
-                    self.judge_timed_mismatch(i, out, ref, pristine, failures)
-            if all(n in state for n in fns):
-                del rounds[i]
+                    self.judge_timed_mismatch(r * n + k, outs[k], ref, sets[k], failures)
+                if failures:
+                    break
+            self.req({"op": "release"}, expect=("released",)).close()
+            self.note_memory()
+            if failures:
+                rule, what = failures[0]
+                raise Verdict(
+                    "incorrect",
+                    f"{what} (outputs of timed calls are checked too: right during the "
+                    "checks, wrong while timed)",
+                    rule=rule,
+                )
+        return summarize(samples)
 
-        reps = _timed_reps(cfg.reps, ctx.main.output_bytes if remote else 0)
-        samples = time_interleaved(
-            fns,
-            reps=reps,
-            warmup=cfg.warmup,
-            l2_flush=cfg.l2_flush,
-            after_call=after_call,
-            cuda_graphs=cfg.cuda_graphs,
-            head_start_us=cfg.head_start_us,
-            host_clock=cfg.host_clock_for_tests or not self.w.cuda,
-        )
-        if failures:
-            rule, what = failures[0]
+    def snapshot(self, spans: Any, n: int) -> list[Any]:
+        """Inside the clock: the judge's own copy of each output's bytes (GPU: from the arena
+        where the candidate left them; CPU: the slots its process copied them into)."""
+        if not (isinstance(spans, list) and len(spans) == n):
             raise Verdict(
-                "incorrect",
-                f"{what} (outputs of timed calls are checked too: "
-                "right during the checks, wrong while timed)",
-                rule=rule,
+                "rejected", "a round's reply does not name every call's outputs", rule="protocol"
             )
-        return Timings(
-            meaningful=self.w.cuda and not cfg.host_clock_for_tests,
-            note=(
-                f"median of {reps} interleaved calls, fresh inputs every round, "
-                f"L2 flushed: {cfg.l2_flush}, GPU head start: {cfg.head_start_us:g} us"
-            ),
-            candidate=samples.get("candidate"),
-            eager=samples.get("eager"),
-            compiled=samples.get("compiled"),
-            compiled_error=ctx.compiled_error,
-            cuda_graphs=cfg.cuda_graphs,
-        )
+        if self.arena is None:
+            return [self.rebuild(s, [], "main", f"timed call {k}") for k, s in enumerate(spans)]
+        copies = []
+        self.snap_cursor = 0
+        for leaves in spans:
+            if not isinstance(leaves, list):
+                raise Verdict("rejected", "a malformed round reply", rule="protocol")
+            row = []
+            for leaf in leaves:
+                ok = (
+                    isinstance(leaf, list)
+                    and len(leaf) == 2
+                    and all(isinstance(v, int) for v in leaf)
+                )
+                if not ok or leaf[1] > self.output_limit():
+                    raise Verdict("rejected", "a malformed round reply", rule="protocol")
+                try:
+                    row.append(
+                        (leaf[0], leaf[1], self.snap_into(self.arena.view(leaf[0], leaf[1])))
+                    )
+                except ValueError:
+                    raise Verdict(
+                        "rejected", "a timed output outside the arena", rule="protocol"
+                    ) from None
+            copies.append(row)
+        return copies
+
+    def snap_into(self, src):
+        """Copy `src` (arena bytes) into the judge's snapshot buffer, allocated once per
+        evaluation so that no round pays for an allocation the calibration did not."""
+        torch = self.torch
+        n = src.numel()
+        start = self.snap_cursor
+        end = start + -(-n // 512) * 512
+        if getattr(self, "snap_buf", None) is None or self.snap_buf.numel() < end:
+            size = max(end, 2 * self.calls * max(self.ctx.main.output_bytes, 1))
+            self.snap_buf = torch.empty(size, dtype=torch.uint8, device=src.device)
+        out = self.snap_buf[start : start + n]
+        out.copy_(src)
+        self.snap_cursor = end
+        return out
+
+    def describe_round(self, snaps: list[Any], n: int) -> list[Any]:
+        """After the clock: the outputs' structure, each leaf cut from the judge's copy."""
+        got = self.req({"op": "describe"}, expect=("outputs",))  # its state is checked too
+        if self.arena is None:
+            got.close()
+            return snaps
+        try:
+            outs = got.message.get("outputs")
+            if not (isinstance(outs, list) and len(outs) == n):
+                raise Verdict("rejected", "the round's outputs were not described", rule="protocol")
+            return [
+                self.rebuild(o, [], "main", f"timed call {k}", snapshot=snaps[k])
+                for k, o in enumerate(outs)
+            ]
+        finally:
+            got.close()
+
+    def flush_l2(self) -> None:
+        if self.w.cuda and self.config.l2_flush and not self.config.host_clock_for_tests:
+            from .timing import flush_buffer
+
+            flush_buffer().zero_()
+
+    def timed_reps(self) -> int:
+        out = self.ctx.main.output_bytes
+        reps = self.config.reps
+        if out <= 0:
+            return reps
+        return max(min(reps, MIN_TIMED_REPS), min(reps, TIMED_OUTPUT_BYTES // out))
 
     def judge_timed_mismatch(self, i: int, out, ref, pristine: list, failures: list) -> None:
         """A timed output outside the allclose tolerance of eager's, on inputs no check has seen.
@@ -221,125 +367,16 @@ class TimedChecks:
         else:
             self.timed_edge_cases += 1
 
-    def clock_check(self, claimed_ms: float) -> None:
-        """The judge's own wall clock over N back-to-back calls against the claimed time.
 
-        The candidate process draws N fresh input sets (outside the clock), then, on the
-        judge's request, runs N calls, synchronizes and returns a digest of every output salted
-        with a number it learns only then. The judge's clock runs from that request to the
-        reply. It then fetches one output it picks at random, checks it against eager's on the
-        same inputs, and checks that its digest was the one returned inside the clock: the
-        work had to be done while the judge watched.
-        """
-        from .candidate import digest
-        from .compare import compare, flatten_outputs
-
-        torch, ctx = self.torch, self.ctx
-        rng = self.w.rng
-        per_call = ctx.main.input_bytes + ctx.main.output_bytes
-        n = max(BLOCK_CALLS[0], min(BLOCK_CALLS[1], BLOCK_BYTES // max(per_call, 1)))
-        seeds = [rng.randrange(2**31) for _ in range(n)]
-        self.req({"op": "block_prepare", "seeds": seeds}, expect=("ready",)).close()
-        salt = rng.randrange(1, 2**31)
-        started = time.perf_counter()
-        got = self.req({"op": "block_run", "salt": salt}, expect=("digests",))
-        wall_ms = (time.perf_counter() - started) * 1000.0
-        digests = got.message.get("digests")
-        got.close()
-        if not (isinstance(digests, list) and len(digests) == n):
-            raise Verdict("rejected", "the clock check got no digest per call", rule="clock")
-        k = rng.randrange(n)
-        got = self.req({"op": "block_fetch", "index": k}, expect=("output",))
-        try:
-            out = self.rebuild(
-                got.message.get("output"), got.fds, "main", "a call of the clock check"
-            )
-        finally:
-            got.close()
-        inputs = self.regenerate(ctx.main, seeds[k])
-        with torch.no_grad():
-            ref = ctx.main.ref(*inputs)
-        if compare(out, ref, ctx.dtype) is not None:
-            failures: list[tuple[str, str]] = []
-            self.judge_timed_mismatch(k, out, ref, inputs, failures)
-            if failures:
-                raise Verdict(
-                    "incorrect", f"the clock check's call {k}: {failures[0][1]}", rule="drift"
-                )
-        leaves = [t for _, t in flatten_outputs(out) if isinstance(t, torch.Tensor)]
-        started = time.perf_counter()
-        mine = [digest(t, salt) for t in leaves]
-        if self.w.cuda:
-            torch.cuda.synchronize()
-        digest_ms = (time.perf_counter() - started) * 1000.0
-        if digests[k] != mine:
-            raise Verdict(
-                "rejected",
-                "the output fetched after the clock check is not the one the candidate process "
-                "reported inside it: the work was done after the judge's clock stopped",
-                rule="clock",
-            )
-        host = self.config.host_clock_for_tests or not self.w.cuda
-        head_start_ms = 0.0 if host else self.config.head_start_us / 1000
-        factor = HOST_CLOCK_FACTOR if host else CLOCK_FACTOR
-        bound = n * (factor * claimed_ms + head_start_ms + digest_ms) + CLOCK_OVERHEAD_MS
-        self.judge_ms_per_call = wall_ms / n
-        self.clock_note = (
-            f"judge's clock: {n} back-to-back calls in {wall_ms:.3f} ms "
-            f"({wall_ms / n:.4f} ms per call, digest {digest_ms:.4f} ms) vs {claimed_ms:.4f} ms "
-            f"claimed, bound {bound:.3f} ms"
-        )
-        if wall_ms > bound:
-            raise Verdict(
-                "rejected",
-                f"the candidate claims {claimed_ms:.4f} ms per call, but the judge's own clock "
-                f"measured {n} back-to-back calls in {wall_ms:.3f} ms ({wall_ms / n:.4f} ms per "
-                f"call; allowed {bound:.3f} ms: {factor}x the claim plus the head start, "
-                "the digest and the round trip). Times are measured by the evaluator: a patched "
-                "timer or work left for later is found this way.",
-                rule="clock",
-            )
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
-class _RemoteRunner:
-    """The candidate as a contender of time_interleaved: each timed call runs in its process."""
-
-    def __init__(self, evaluation: TimedChecks, seed_of):
-        self.e, self.seed_of = evaluation, seed_of
-
-    def timed(self, i: int, flush, spin_cycles: int = 0):
-        cfg = self.e.config
-        got = self.e.req(
-            {
-                "op": "time",
-                "seed": self.seed_of(i),
-                "round": i,
-                "flush": bool(cfg.l2_flush),
-                "spin": int(spin_cycles),
-                "cuda_graphs": bool(cfg.cuda_graphs),
-                "host_clock": bool(cfg.host_clock_for_tests or not self.e.w.cuda),
-            },
-            expect=("ms", "output"),
-        )
-        try:
-            ms = got.message.get("ms")
-            if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
-                raise Verdict(
-                    "rejected",
-                    f"the candidate process claimed a time of {str(ms)[:40]}",
-                    rule="clock",
-                )
-            out = self.e.rebuild(got.message.get("output"), got.fds, "main", f"timed call {i}")
-        finally:
-            got.close()
-        return float(ms), out, None
-
-
-def _timed_reps(reps: int, output_bytes: int) -> int:
-    """The timed rounds: `reps`, fewer for outputs so large that checking each costs seconds."""
-    if output_bytes <= 0:
-        return reps
-    return max(min(reps, MIN_TIMED_REPS), min(reps, TIMED_OUTPUT_BYTES // output_bytes))
+def _esize(dtype, torch) -> int:
+    return torch.empty((), dtype=dtype).element_size()
 
 
 def _interpreter_timings() -> Timings:

@@ -8,6 +8,13 @@ its storage span; the receiver maps the memfd and builds a plain torch.Tensor ov
 is unpickled and no object of the sender's is ever called: the judge sees bytes, not objects
 (OpenSSH's privilege separation, Chromium's broker: the trusted side receives data only).
 
+A memfd is the sender's until it is sealed: an unsealed one can be shrunk while the receiver
+reads it (the receiver dies of SIGBUS) or rewritten during its copy. So every memfd allows
+sealing; a sender of bytes to be read drops its mapping and seals size and writes
+(`export_sealed`, `pack`); a buffer the receiver may write into, the judge's inputs, has its
+size sealed (`export`). `rebuild` refuses a memfd without the seals it needs before it looks at
+its size (F_GET_SEALS, then fstat).
+
 File descriptors cross PID, mount and user namespaces, which legacy CUDA IPC handles cannot
 (they are refused across PID namespaces), so the same path serves the GPU: device tensors are
 copied through host memory (on the H200 a pageable copy runs at ~10-20 GB/s; see RESULTS.md).
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import fcntl
 import json
 import mmap
 import os
@@ -53,6 +61,11 @@ DTYPES: dict[str, torch.dtype] = {
         torch.complex128,
     )
 }
+
+
+# A memfd whose size is fixed, and one whose bytes are fixed too (see the module's docstring).
+SEALS_SIZE = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+SEALS_FROZEN = SEALS_SIZE | fcntl.F_SEAL_WRITE
 
 
 class ProtocolError(Exception):
@@ -148,12 +161,18 @@ def span(t: torch.Tensor) -> tuple[int, int]:
 
 
 class SharedBuffer:
-    """A memfd of `nbytes` mapped read-write; `tensor(dtype)` views it as a flat tensor."""
+    """A memfd of `nbytes` mapped read-write; `tensor(dtype)` views it as a flat tensor.
 
-    def __init__(self, nbytes: int, name: str = "kw-tensor", fd: int | None = None):
+    private: map a received memfd copy-on-write (one sealed against writes cannot be mapped
+    shared and writable; what the receiver writes stays its own).
+    """
+
+    def __init__(
+        self, nbytes: int, name: str = "kw-tensor", fd: int | None = None, *, private: bool = False
+    ):
         self.nbytes = nbytes
         if fd is None:
-            fd = os.memfd_create(name, os.MFD_CLOEXEC)
+            fd = os.memfd_create(name, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             try:
                 with _memory_not_a_file():
                     os.ftruncate(fd, max(nbytes, 1))  # the one byte an empty buffer maps
@@ -161,8 +180,19 @@ class SharedBuffer:
                 os.close(fd)
                 raise
         # mmap cannot map 0 bytes: an empty tensor gets a one-byte mapping it never reads.
-        self.map = mmap.mmap(fd, max(nbytes, 1), mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        flags = mmap.MAP_PRIVATE if private else mmap.MAP_SHARED
+        self.map = mmap.mmap(fd, max(nbytes, 1), flags, mmap.PROT_READ | mmap.PROT_WRITE)
         self.fd = fd
+
+    def seal(self, *, writes: bool) -> None:
+        """Fix the memfd's size, and with `writes` its bytes too: the mapping is dropped first
+        (a writable shared mapping would keep F_SEAL_WRITE out: EBUSY), so no tensor of this
+        buffer's may be alive. F_SEAL_SEAL: no seal is added later."""
+        if writes:
+            self.map.close()  # BufferError while a tensor views it: a bug of the sender's
+        fcntl.fcntl(
+            self.fd, fcntl.F_ADD_SEALS, (SEALS_FROZEN if writes else SEALS_SIZE) | fcntl.F_SEAL_SEAL
+        )
 
     def tensor(self, dtype: torch.dtype) -> torch.Tensor:
         size = torch.empty((), dtype=dtype).element_size()
@@ -221,8 +251,25 @@ def export(t: torch.Tensor, *, keep_layout: bool) -> tuple[SharedBuffer, torch.T
     """Copy `t` into a new memfd: its storage span (strides kept) or its values (contiguous).
 
     Returns the buffer and the host tensor over it, in t's layout. The span copy keeps an
-    input's strides (a transposed or expanded input stays so on the other side).
+    input's strides (a transposed or expanded input stays so on the other side). The memfd's
+    size is sealed, its bytes are not: the judge's inputs, which a candidate on the host writes
+    in place (the judge reads what forward left through its own view).
     """
+    buffer, view = _filled(t, keep_layout)
+    buffer.seal(writes=False)
+    return buffer, view
+
+
+def export_sealed(t: torch.Tensor, *, keep_layout: bool) -> SharedBuffer:
+    """`export`, with the mapping dropped and the memfd sealed against writes too: bytes for
+    the receiver to read that nobody can change or resize any more (a candidate's replies)."""
+    buffer, view = _filled(t, keep_layout)
+    del view
+    buffer.seal(writes=True)
+    return buffer
+
+
+def _filled(t: torch.Tensor, keep_layout: bool) -> tuple[SharedBuffer, torch.Tensor]:
     if keep_layout:
         first, count = span(t)
         flat = torch.empty(0, dtype=t.dtype, device=t.device)
@@ -261,21 +308,31 @@ def pack(
     buffer = SharedBuffer(nbytes, name="kw-tensors")
     descs = []
     for t, start in zip(tensors, starts, strict=True):
-        size = t.element_size()
         desc = describe(t, fd_index, contiguous=True)
-        desc["offset"] = start // size
+        desc["offset"] = start // t.element_size()
         descs.append(desc)
-        if t.numel():
-            flat = torch.frombuffer(buffer.map, dtype=t.dtype, count=t.numel(), offset=start)
-            flat.view(tuple(t.shape)).copy_(t)
+        _copy_into(buffer, t, start)
+    buffer.seal(writes=True)  # the candidate reads the parameters: fixed, like its replies
     return buffer, descs
 
 
-def rebuild(desc: Any, fds: list[int], *, max_bytes: int) -> tuple[SharedBuffer, torch.Tensor]:
+def _copy_into(buffer: SharedBuffer, t: torch.Tensor, start: int) -> None:
+    """t's values at byte `start` of the buffer (the view dies here, so the buffer can seal)."""
+    if t.numel():
+        flat = torch.frombuffer(buffer.map, dtype=t.dtype, count=t.numel(), offset=start)
+        flat.view(tuple(t.shape)).copy_(t)
+
+
+def rebuild(
+    desc: Any, fds: list[int], *, max_bytes: int, shared: bool = False
+) -> tuple[SharedBuffer, torch.Tensor]:
     """A plain host tensor over the memfd a description names, after checking that it fits.
 
     Raises ProtocolError for anything malformed: an unknown dtype, a negative or oversized shape,
-    strides that reach outside the buffer, a buffer larger than `max_bytes`.
+    strides that reach outside the buffer, a buffer larger than `max_bytes`, a descriptor that
+    is not a memfd sealed against shrinking, growing and (unless `shared`) writes. The tensor
+    maps it copy-on-write; `shared`: writable and shared with the sender (the candidate's view
+    of the judge's inputs, which forward may write in place).
     """
     if not isinstance(desc, dict):
         raise ProtocolError("a tensor description that is not an object")
@@ -291,9 +348,12 @@ def rebuild(desc: Any, fds: list[int], *, max_bytes: int) -> tuple[SharedBuffer,
     if not 0 <= index < len(fds):
         raise ProtocolError(f"tensor names descriptor {index}, the message carries {len(fds)}")
     fd = fds[index]
-    nbytes = os.fstat(fd).st_size
+    _check_seals(fd, SEALS_SIZE if shared else SEALS_FROZEN)
+    nbytes = os.fstat(fd).st_size  # fixed from here on: the seals are in place
     if nbytes > max_bytes:
         raise ProtocolError(f"a tensor buffer of {nbytes} bytes (at most {max_bytes} expected)")
+    if nbytes == 0:
+        raise ProtocolError("an empty tensor buffer (an empty tensor travels in one byte)")
     size = torch.empty((), dtype=dtype).element_size()
     numel = 1
     for n in shape:
@@ -304,13 +364,35 @@ def rebuild(desc: Any, fds: list[int], *, max_bytes: int) -> tuple[SharedBuffer,
             f"a tensor of shape {shape[:8]} strides {stride[:8]} reaches {reach * size} bytes "
             f"of a {nbytes}-byte buffer"
         )
-    buffer = SharedBuffer(nbytes, fd=os.dup(fd))
+    buffer = SharedBuffer(nbytes, fd=os.dup(fd), private=not shared)
     os.close(buffer.fd)  # the mapping needs no descriptor: none leaks, whoever keeps the tensor
     buffer.fd = -1
     flat = buffer.tensor(dtype)
     if numel == 0:
         return buffer, torch.empty(tuple(shape), dtype=dtype)
     return buffer, flat.as_strided(tuple(shape), tuple(stride), offset)
+
+
+_SEAL_NAMES = {
+    fcntl.F_SEAL_SHRINK: "shrinking",
+    fcntl.F_SEAL_GROW: "growing",
+    fcntl.F_SEAL_WRITE: "writes",
+}
+
+
+def _check_seals(fd: int, needed: int) -> None:
+    """Refuse a descriptor that is not a memfd carrying the seals `needed` (a memfd made
+    without MFD_ALLOW_SEALING reports F_SEAL_SEAL only)."""
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError as e:  # EINVAL: not a memfd (a pipe, a socket, a file on disk)
+        raise ProtocolError(f"a tensor buffer that is not a memfd ({e})") from None
+    missing = [name for bit, name in _SEAL_NAMES.items() if needed & bit and not seals & bit]
+    if missing:
+        raise ProtocolError(
+            f"a tensor buffer not sealed against {' and '.join(missing)}: its sender could "
+            "still resize or rewrite it while it is read"
+        )
 
 
 def _ints(value: Any) -> TypeGuard[list[int]]:

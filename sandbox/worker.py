@@ -36,7 +36,7 @@ from .config import EvalConfig
 from .evaluation import Evaluation
 from .isolation import isolate_network, set_limits
 from .remote import Sandbox
-from .results import Baseline, Environment, EvalResult, OpTime
+from .results import Baseline, Environment, EvalResult, OpTime, Timings
 from .timed import _interpreter_timings
 from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
 
@@ -127,8 +127,12 @@ class Worker:
         self.rng = random.SystemRandom()  # fresh seeds: a candidate cannot predict its inputs
         self.os_sandbox = os_sandbox
         self.triton_seed: Path | None = None
+        self.allocator: Path | None = None
         if self.cuda:
             self.triton_seed = self._seed_triton_cache()
+            from .arena import build_allocator
+
+            self.allocator = build_allocator(self.private / "allocator")
         self._sandbox = sandbox or self._new_sandbox()
         self._sandbox.wait_ready()
         self.sandbox_note = self._sandbox.note
@@ -143,6 +147,7 @@ class Worker:
             self.home,
             os_sandbox=self.os_sandbox,
             triton_seed=self.triton_seed,
+            allocator=self.allocator,
         )
 
     def _seed_triton_cache(self) -> Path:
@@ -500,7 +505,7 @@ class Worker:
             )
         self.phase(request, "timing")
         with clock("timing"):
-            timings = Evaluation(self, ctx, config, request, self.evaluations).time(remote=False)
+            timings = self._baseline_timings(ctx, config, request)
         bytes_, flops = ctx.work  # type: ignore[misc]  # context() counted it
         rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
         rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)  # type: ignore[union-attr]
@@ -513,6 +518,26 @@ class Worker:
             **base,
             wall_s=time.monotonic() - started,
             setup_s=_rounded(setup),
+        )
+
+    def _baseline_timings(self, ctx: TaskContext, config: EvalConfig, request) -> Timings:
+        """Eager and torch.compile by the judge's clock, as every candidate's evaluation times
+        them (timed.py), with no candidate at all."""
+        e = Evaluation(self, ctx, config, request, self.evaluations)
+        try:
+            calls = e.plan_round()
+            e.open_region("main", ctx.main, calls)
+            e.calibrate(calls)
+            samples = e.baseline_rounds(calls)
+        finally:
+            e.cleanup()
+        return Timings(
+            meaningful=True,
+            note=f"the judge's clock: median of {e.timed_reps()} rounds of {calls} call(s), "
+            "fresh inputs written inside the clock",
+            eager=samples.get("eager"),
+            compiled=samples.get("compiled"),
+            compiled_error=ctx.compiled_error,
         )
 
     def op_breakdown(self, ctx: TaskContext, calls: int = 3) -> tuple[tuple[OpTime, ...], str]:

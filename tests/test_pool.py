@@ -119,10 +119,14 @@ def test_forged_reply_on_the_result_channel_is_refused(pool):
 
 
 def test_host_memory_cap_kills_the_worker(pool):
-    config = FAST.replace(host_memory_gb=1.0, timeout_s=60)
+    # The candidate process's RLIMIT_DATA is off here: the judge's polling of its resident
+    # memory is the layer under test (tests/test_sandbox_wall.py has both).
+    config = FAST.replace(host_memory_gb=1.0, timeout_s=60, host_rlimit=False)
     result = pool.submit(TASK, HOG, config).result()
     assert result.status == "crashed" and result.rule == "memory"
     assert "host memory" in result.message
+    capped = pool.submit(TASK, HOG, config.replace(host_rlimit=True)).result()
+    assert (capped.status, capped.rule) == ("runtime_error", "memory"), capped.summary()
     assert pool.submit(TASK, GOOD, FAST).result().status == "ok"
 
 

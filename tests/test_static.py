@@ -320,6 +320,7 @@ WHOLE_FILE_CASES = {
     "model-new": HEAD
     + "@triton.jit\ndef k(x):\n    pass\n\n\nclass ModelNew(Base):  # <-\n    pass\n",
     "no-triton": "# <-\nimport torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n",
+    "encoding": "#!/usr/bin/env python\n# -*- coding: latin-1 -*-  # <-\n" + HEAD,
 }
 
 
@@ -529,3 +530,63 @@ def test_alias_explosion_is_bounded_and_reported():
     body = "\n".join(f"x = x.a{i}" for i in range(200))
     source = candidate("x = torch\n" + body)
     assert "import" in [v.rule for v in static_check(source)]
+
+
+# -- the encoding: the checks read the text Python runs --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "head,line",
+    [
+        ("# coding: utf-7\n", 1),
+        ("#!/usr/bin/env python\n# -*- coding: latin-1 -*-\n", 2),
+        ("# Exploit\n# coding=UTF-7\n", 2),
+        ("# vim: set fileencoding=cp1252 :\n", 1),
+        ("# coding: utf-8-sig\n", 1),  # a BOM's codec: no reason to declare it
+        ("# coding: ascii\n", 1),
+        ("# coding: no-such-codec\n", 1),
+        ("x = 1\r# coding: utf-7\n", 1),  # a line of its own where \r ends lines
+        ("#\x0c\n#\x1c coding: utf-7\n", 2),  # str.splitlines' separators split nothing
+    ],
+)
+def test_a_declared_encoding_other_than_utf8_is_refused(head, line):
+    found = static_check(head + candidate("x = 1"))
+    assert [(v.rule, v.line) for v in found] == [("encoding", line)], format_violations(found)
+    assert "UTF-8" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        "# coding: utf-8\n",
+        "# -*- coding: UTF-8 -*-\n",
+        "#!/usr/bin/env python3\n# coding: utf8\n",
+        "# coding=utf_8\n",
+        "# vim: set fileencoding=utf-8 :\n",
+        "x = 1\ny = 2\n# coding: latin-1\n",  # a third line: Python reads no declaration there
+    ],
+)
+def test_a_declared_utf8_is_accepted(head):
+    assert static_check(head + candidate("x = 1")) == []
+
+
+def test_a_byte_order_mark_is_refused_with_its_own_message():
+    found = static_check("\ufeff" + candidate("x = 1"))
+    assert [(v.rule, v.line) for v in found] == [("encoding", 1)]
+    assert "byte-order mark" in found[0].message
+
+
+def test_text_that_is_not_utf8_is_refused():
+    # As read_text(errors="surrogateescape") leaves a latin-1 byte: no UTF-8 file holds it.
+    found = static_check(candidate("x = 1\nname = 'caf\udce9'"))
+    assert [(v.rule, v.line) for v in found] == [("encoding", 7)], format_violations(found)
+    assert "not valid UTF-8" in found[0].message
+
+
+def test_the_utf7_exploit_is_refused_before_its_code_is_read():
+    source = (REPO / "tests" / "adversarial" / "encoding_cookie_utf7.py").read_text()
+    hidden = "\nimport os\n"  # a statement only to a UTF-7 reading
+    assert hidden in source.encode().decode("utf-7") and hidden not in source
+    found = static_check(source)
+    assert [(v.rule, v.line) for v in found] == [("encoding", 2)], format_violations(found)
+    assert "utf-7" in found[0].message

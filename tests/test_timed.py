@@ -122,83 +122,10 @@ def test_the_checks_judge_an_ill_conditioned_output_against_float64():
     assert verdict.status == "incorrect" and verdict.rule == "mismatch", verdict.summary()
 
 
-class _Reply:
-    def __init__(self, **message):
-        self.message, self.fds = message, []
-
-    def close(self):
-        pass
-
-
-class _BlockCandidate:
-    """The candidate process's side of the clock check, scripted: `delay_s` inside the block,
-    and the digest it reports for the output it will hand over (`forge` reports another)."""
-
-    def __init__(self, e: Evaluation, delay_s: float = 0.0, forge: bool = False):
-        self.e, self.delay_s, self.forge = e, delay_s, forge
-
-    def __call__(self, message, fds=(), expect=()):
-        import time
-
-        from kernelwright.sandbox.candidate import digest
-
-        op = message["op"]
-        if op == "block_prepare":
-            self.seeds = message["seeds"]
-            return _Reply(ready=len(self.seeds))
-        if op == "block_run":
-            time.sleep(self.delay_s)
-            outs = [self.e.ctx.main.ref(*self.e.regenerate(None, s)) for s in self.seeds]
-            salt = message["salt"] + (1 if self.forge else 0)
-            return _Reply(digests=[[digest(o, salt)] for o in outs])
-        assert op == "block_fetch"
-        self.fetched = self.e.ctx.main.ref(*self.e.regenerate(None, self.seeds[message["index"]]))
-        return _Reply(output=self.fetched)
-
-
-def _clock_evaluation(**candidate) -> Evaluation:
-    import random
-
-    e = _evaluation()
-    gen = torch.Generator().manual_seed(1)
-    e.ctx.main.input_bytes = e.ctx.main.output_bytes = 64 * 512 * 4
-    e.w = types.SimpleNamespace(rng=random.Random(0), cuda=False, device=torch.device("cpu"))
-    e.config = EvalConfig(host_clock_for_tests=True)
-    e.regenerate = lambda shape, seed: [torch.randn(64, 512, generator=gen.manual_seed(seed))]
-    e.rebuild = lambda node, fds, shape_name, what: node
-    e.req = _BlockCandidate(e, **candidate)
-    return e
-
-
-def test_the_judges_clock_accepts_a_block_as_fast_as_claimed():
-    e = _clock_evaluation()
-    e.clock_check(claimed_ms=50.0)  # generous: a block of reference calls takes far less
-    assert e.judge_ms_per_call is not None and "judge's clock" in e.clock_note
-
-
-def test_the_judges_clock_rejects_work_beyond_the_claimed_time():
-    from kernelwright.sandbox.verdict import Verdict
-
-    e = _clock_evaluation(delay_s=0.2)  # 200 ms of work inside the block, 0.01 ms claimed
-    with pytest.raises(Verdict) as caught:
-        e.clock_check(claimed_ms=0.01)
-    assert caught.value.rule == "clock" and "judge's own clock" in str(caught.value)
-
-
-def test_the_judges_clock_rejects_a_digest_not_of_the_fetched_output():
-    from kernelwright.sandbox.verdict import Verdict
-
-    e = _clock_evaluation(forge=True)
-    with pytest.raises(Verdict) as caught:
-        e.clock_check(claimed_ms=50.0)
-    assert caught.value.rule == "clock" and "after the judge's clock stopped" in str(caught.value)
-
-
 def test_outputs_are_read_through_the_tensor_class_not_the_instance():
     from kernelwright.sandbox.candidate import (
         Refusal,
         _tensor_leaves,
-        digest,
         plain,
         refuse_shadowed_methods,
     )
@@ -207,7 +134,7 @@ def test_outputs_are_read_through_the_tensor_class_not_the_instance():
     y = torch.zeros(4)
     y.contiguous = lambda *a, **k: ran.append("contiguous") or torch.ones(4)
     y.detach = lambda *a, **k: ran.append("detach") or torch.ones(4)
-    assert digest(y, 7) == digest(torch.zeros(4), 7) and plain(y).sum() == 0
+    assert torch.equal(plain(y), torch.zeros(4)) and plain(y).sum() == 0
     assert [t.sum().item() for _, t in _tensor_leaves((y, {"a": y}))] == [0.0, 0.0]
     assert ran == []
     with pytest.raises(Refusal) as caught:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import mmap
 import os
 import subprocess
 import sys
@@ -14,7 +16,7 @@ from kernelwright.sandbox import transport
 
 
 def _roundtrip(t: torch.Tensor, keep_layout: bool) -> tuple[torch.Tensor, tuple[int, ...]]:
-    buffer, _ = transport.export(t, keep_layout=keep_layout)
+    buffer = transport.export_sealed(t, keep_layout=keep_layout)
     desc = transport.describe(t, 0, contiguous=not keep_layout)
     other, view = transport.rebuild(desc, [buffer.fd], max_bytes=1 << 30)
     copy, stride = view.clone(), view.stride()
@@ -34,6 +36,90 @@ def test_tensors_come_back_bit_for_bit_with_their_layout(keep_layout):
             assert stride == t.stride()  # a transposed or expanded input stays so
 
 
+@pytest.mark.parametrize("keep_layout", [True, False])
+@pytest.mark.parametrize("dtype", sorted(transport.DTYPES), ids=str)
+def test_every_dtype_comes_back_sealed_non_contiguous_and_empty(dtype, keep_layout):
+    base = (torch.randn(5, 7, dtype=torch.float64) * 100).to(transport.DTYPES[dtype])
+    for t in (base, base.t(), base[1:4:2, ::3], base[:0], torch.empty(0, 3, dtype=base.dtype)):
+        buffer = transport.export_sealed(t, keep_layout=keep_layout)
+        assert _seals(buffer.fd) & transport.SEALS_FROZEN == transport.SEALS_FROZEN
+        assert os.fstat(buffer.fd).st_size == max(buffer.nbytes, 1)  # an empty one: one byte
+        desc = transport.describe(t, 0, contiguous=not keep_layout)
+        other, view = transport.rebuild(desc, [buffer.fd], max_bytes=1 << 30)
+        assert view.dtype == t.dtype and view.shape == t.shape and torch.equal(view, t)
+        if keep_layout and t.numel():
+            assert view.stride() == t.stride()
+        del view
+        other.close()
+        buffer.close()
+
+
+def _seals(fd: int) -> int:
+    return fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+
+
+def test_a_memfd_without_the_seals_is_refused_before_it_is_mapped():
+    t = torch.arange(16, dtype=torch.float32)
+    desc = transport.describe(t, 0, contiguous=True)
+    plain = os.memfd_create("unsealed")  # no MFD_ALLOW_SEALING: can never be sealed
+    sealable = os.memfd_create("sealable", os.MFD_ALLOW_SEALING)
+    shrink_only = os.memfd_create("shrink-only", os.MFD_ALLOW_SEALING)
+    r, w = os.pipe()
+    try:
+        for fd in (plain, sealable, shrink_only):
+            os.ftruncate(fd, 64)
+        fcntl.fcntl(shrink_only, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+        for fd in (plain, sealable, shrink_only, r):
+            with pytest.raises(transport.ProtocolError, match=r"seal|not a memfd"):
+                transport.rebuild(desc, [fd], max_bytes=1 << 30)
+            with pytest.raises(transport.ProtocolError):
+                transport.rebuild(desc, [fd], max_bytes=1 << 30, shared=True)
+        # The judge's inputs have their size sealed, not their bytes: the candidate maps them
+        # shared (its in-place writes reach the judge's view), never the judge a reply of such.
+        buffer, view = transport.export(t, keep_layout=False)
+        with pytest.raises(transport.ProtocolError, match="writes"):
+            transport.rebuild(desc, [buffer.fd], max_bytes=1 << 30)
+        other, theirs = transport.rebuild(desc, [buffer.fd], max_bytes=1 << 30, shared=True)
+        theirs.mul_(2)
+        assert torch.equal(view, t * 2)
+        del theirs, view
+        other.close()
+        buffer.close()
+    finally:
+        for fd in (plain, sealable, shrink_only, r, w):
+            os.close(fd)
+
+
+def test_a_sealed_memfd_cannot_be_resized_or_rewritten_by_its_owner():
+    t = torch.arange(1024, dtype=torch.float32)
+    frozen = transport.export_sealed(t, keep_layout=False)
+    sized, view = transport.export(t, keep_layout=False)
+    try:
+        for buffer in (frozen, sized):
+            for size in (0, 1, 1 << 20):
+                with pytest.raises(PermissionError):  # EPERM: F_SEAL_SHRINK, F_SEAL_GROW
+                    os.ftruncate(buffer.fd, size)
+            with pytest.raises(PermissionError):  # F_SEAL_SEAL: none taken back, none added
+                fcntl.fcntl(buffer.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+        with pytest.raises(PermissionError):
+            os.pwrite(frozen.fd, b"\0" * 16, 0)
+        with pytest.raises(PermissionError):  # no shared writable mapping of a frozen memfd
+            mmap.mmap(frozen.fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        # The receiver's copy-on-write view may be written; the bytes sent stay as they were.
+        desc = transport.describe(t, 0, contiguous=True)
+        other, mine = transport.rebuild(desc, [frozen.fd], max_bytes=1 << 30)
+        mine.zero_()
+        again, fresh = transport.rebuild(desc, [frozen.fd], max_bytes=1 << 30)
+        assert torch.equal(fresh, t)
+        del mine, fresh
+        other.close()
+        again.close()
+    finally:
+        del view
+        frozen.close()
+        sized.close()
+
+
 def test_many_tensors_of_mixed_dtypes_travel_packed_in_one_memfd():
     tensors = [
         torch.randn(3, 5),
@@ -46,6 +132,7 @@ def test_many_tensors_of_mixed_dtypes_travel_packed_in_one_memfd():
     ]
     buffer, descs = transport.pack(tensors, 0)
     assert {d["fd"] for d in descs} == {0}
+    assert _seals(buffer.fd) & transport.SEALS_FROZEN == transport.SEALS_FROZEN
     for t, desc in zip(tensors, descs, strict=True):
         other, view = transport.rebuild(desc, [buffer.fd], max_bytes=1 << 30)
         assert view.dtype == t.dtype and view.shape == t.shape and torch.equal(view, t)
@@ -59,7 +146,7 @@ def test_many_tensors_of_mixed_dtypes_travel_packed_in_one_memfd():
 
 def test_a_description_reaching_past_its_buffer_is_refused():
     t = torch.arange(16, dtype=torch.float32)
-    buffer, _ = transport.export(t, keep_layout=False)
+    buffer = transport.export_sealed(t, keep_layout=False)
     desc = transport.describe(t, 0, contiguous=True)
     for bad in (
         {**desc, "shape": [1 << 20]},  # more elements than the buffer holds

@@ -241,3 +241,63 @@ def test_export_of_the_current_version_behind_the_guard_needs_its_run(tmp_path):
     shutil.rmtree(runs / "gelu-fast")
     code, _, err = kw("export", "gelu", *place, "--to", target, "--guard")
     assert code == 2 and "--guard needs the run directory of v1 (run gelu-fast)" in err
+
+
+def test_promote_of_a_run_whose_directory_is_gone_takes_its_kernel_from_the_store(tmp_path):
+    runs, db = tmp_path / "runs", tmp_path / "k.db"
+    place = ("--out", runs, "--db", db)
+    make_run(runs, "gelu-fast", GOOD, 2.0)
+    make_run(runs, "gelu-slow", TUNED, 1.5)
+    assert kw("promote", "gelu-fast", *place)[0] == 0
+    assert kw("promote", "gelu-slow", *place)[0] == 0
+    assert kw("revert", "gelu", *place)[0] == 0  # v1 current again
+    shutil.rmtree(runs / "gelu-slow")
+    code, out, err = kw("promote", "gelu-slow", *place)
+    assert code == 0, err
+    assert out.startswith(
+        "run gelu-slow's directory is gone: promoting its kernel from the store (gelu v2's source"
+    )
+    assert "promoted run gelu-slow's kernel (from the store) to gelu v3" in out
+    assert "note: it is not faster than v1" in out
+    v1, v2, v3 = json.loads(kw("history", "gelu", *place, "--json")[1])
+    assert v1["state"] == "previous"
+    assert (v3["state"], v3["run_id"], v3["source_hash"]) == (
+        "current",
+        "gelu-slow",
+        v2["source_hash"],
+    )
+    assert v3["speedup_eager"] == 1.5  # the verdict it was first promoted with
+    code, _, err = kw("promote", "gelu-nowhere", *place)
+    assert code == 2 and "no run 'gelu-nowhere' under" in err
+    assert "holds no kernel of run 'gelu-nowhere' either" in err
+
+
+def test_history_shows_each_versions_latest_nightly_verdict(tmp_path):
+    import dataclasses
+
+    runs, db = tmp_path / "runs", tmp_path / "k.db"
+    place = ("--out", runs, "--db", db)
+    make_run(runs, "gelu-fast", GOOD, 2.0)
+    make_run(runs, "gelu-slow", TUNED, 1.5)
+    assert kw("promote", "gelu-fast", *place)[0] == 0
+    assert kw("promote", "gelu-slow", *place)[0] == 0
+    v1, v2 = json.loads(kw("history", "gelu", *place, "--json")[1])
+    assert v1["last_nightly"] is None and v2["last_nightly"] is None
+    store = Store(db)
+    for h, speedup, night in (
+        (v1["source_hash"], 1.9, "2026-05-02"),
+        (v2["source_hash"], 1.6, "2026-05-03"),
+        (v2["source_hash"], 1.4, "2026-05-04"),
+    ):
+        r = dataclasses.replace(ok(speedup, task_hash="gelu-hash"), source_hash=h)
+        store.record_verification(r, task_name="gelu", night=night)
+    store.close()
+    v1, v2 = json.loads(kw("history", "gelu", *place, "--json")[1])
+    assert (v1["last_nightly"]["night"], v1["last_nightly"]["speedup_eager"]) == ("2026-05-02", 1.9)
+    assert (v2["last_nightly"]["night"], v2["last_nightly"]["status"]) == ("2026-05-04", "ok")
+    assert v2["speedup_eager"] == 1.5  # beside the verdict it was promoted with
+    code, out, err = kw("history", "gelu", *place)
+    assert code == 0, err
+    assert "last nightly" in out
+    row = next(line for line in out.splitlines() if "gelu-slow" in line)
+    assert "ok 2026-05-04, 1.40x" in row and "1.50x" in row

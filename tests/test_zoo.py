@@ -85,6 +85,8 @@ CASES = [
     Case("wild_pointer_kernel", *WILD_POINTER),
     # The CPU allocator refuses 200 GB at once; a GPU raises OutOfMemoryError ("memory").
     Case("huge_allocation", "runtime_error", "memory"),
+    # 3 GB held in forward: the candidate process's own RLIMIT_DATA refuses the allocation.
+    Case("host_memory_hog", "runtime_error", "memory", config={"host_memory_gb": 1.5}),
     # Caught statically...
     Case("side_stream", "rejected", "stream"),
     Case("background_thread", "rejected", "import"),
@@ -158,6 +160,22 @@ CASES = [
     # write (input-mutation).
     runtime("hidden_inplace", "rejected", ("output-type", "alias", "input-mutation")),
     runtime("overwrite_pristine", ("incorrect", "rejected"), ("mismatch", "sandbox-introspection")),
+    # Its replies' memfds unsealed and resized under the judge's copy: refused before mapping.
+    runtime("memfd_resize_race", "rejected", "protocol"),
+    # Code that only a UTF-7 reading of the file sees: refused statically; with the static
+    # checks off the candidate process runs the checked UTF-8 text, an honest kernel.
+    Case("encoding_cookie_utf7", "rejected", "encoding"),
+    runtime("encoding_cookie_utf7", "ok", None),
+    # The judge v3 (issue 30, 29; tests/test_judge_clock.py times them): forged clocks and
+    # work moved into the input draw change no verdict; a ring of output buffers is refused.
+    runtime("forged_round_times", "ok", None),
+    runtime("input_draw_work", "ok", None),
+    runtime("ring_buffers", "rejected", "reuse"),
+    Case("workspace_view_honest", "ok", None),
+    # The judge version 3: the zygote out of its children's reach (tests/test_sandbox_wall.py
+    # runs each before an honest candidate on one judge).
+    runtime("zygote_mem_write", "runtime_error", None),  # "refused": not dumpable, no caps
+    runtime("plant_import_module", "runtime_error", None),  # "planted nowhere but its home"
 ]
 
 # Correctness only: timing would add nothing to these verdicts and minutes on a GPU.
@@ -182,18 +200,44 @@ def pool():
             os.environ[SECRET_NAME] = saved
 
 
+class _Verdicts(dict):
+    """{case id: Future[EvalResult]}; a case not submitted yet is submitted when asked for."""
+
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def __missing__(self, key: str):
+        case = next(c for c in CASES if c.id == key)
+        source = (ZOO / f"{case.exploit}.py").read_text()
+        future = self[key] = self.pool.submit(case.task, source, config_for(case))
+        return future
+
+
 @pytest.fixture(scope="module")
-def verdicts(pool):
-    """Every case submitted at once; {case id: Future[EvalResult]}."""
-    return {
-        case.id: pool.submit(case.task, (ZOO / f"{case.exploit}.py").read_text(), config_for(case))
-        for case in CASES
-    }
+def verdicts(pool, request):
+    """The selected cases submitted at once (every case when the escape check runs), so warm
+    workers share them and `-k` runs only what it selects."""
+    selected = [item for item in request.session.items if item.module is request.module]
+    if any(item.originalname == "test_nothing_escaped_the_sandbox" for item in selected):
+        wanted = {case.id for case in CASES}
+    else:
+        wanted = {
+            item.callspec.params["case"].id
+            for item in selected
+            if hasattr(item, "callspec") and "case" in item.callspec.params
+        }
+    found = _Verdicts(pool)
+    for case in CASES:
+        if case.id in wanted:
+            found[case.id]  # submitted now
+    return found
 
 
 def test_every_exploit_file_is_in_the_table():
     files = {p.stem for p in ZOO.glob("*.py")}
-    gpu_only = {"memo_after_checks", "huge_workspace"}  # below
+    gpu_only = {"memo_after_checks", "huge_workspace", "hidden_memory_peak"}  # below and
+    # tests/test_judge_clock.py
     assert files == {c.exploit for c in CASES} | gpu_only
     assert len(files) >= 22
 
@@ -240,6 +284,15 @@ def test_nothing_escaped_the_sandbox(pool, verdicts):
     assert not any(pool.root.glob(f"**/{ESCAPED_FILE}"))
 
 
+def test_an_encoding_declaration_hides_nothing(pool, verdicts):
+    full = verdicts["encoding_cookie_utf7-full-encoding"].result(timeout=900)
+    assert "utf-7" in full.message and full.message.startswith("line 2: [encoding]"), full.message
+    ran = verdicts["encoding_cookie_utf7-runtime-None"].result(timeout=900)
+    assert ran.status == "ok", ran.summary()  # not the hidden write (sandbox-file), not zeroes
+    assert not any(pool.root.glob(f"**/{ESCAPED_FILE}"))
+    assert not (pool.root / ESCAPED_FILE).exists()
+
+
 def test_keys_are_not_in_the_worker_environment(verdicts):
     result = verdicts["env_api_keys-runtime-None"].result(timeout=900)
     assert "no key found" in result.message
@@ -266,6 +319,21 @@ def test_the_next_candidate_is_not_disturbed_by_a_leftover_signal_handler():
         assert second.result().status == "ok", second.result().summary()
 
 
+@pytest.mark.slow
+def test_the_judge_survives_a_memfd_resized_under_its_copy():
+    # The same judge process (started once, never replaced) gives the next candidate its
+    # verdict: the racing candidate's memfds were refused, never mapped.
+    config = BASE.replace(unsafe_skip_static_checks=True)
+    with EvalPool(workers=1) as pool:
+        raced = pool.submit(AFFINE, (ZOO / "memfd_resize_race.py").read_text(), config)
+        second = pool.submit(AFFINE, HONEST_AFFINE, config)
+        first = raced.result()
+        assert (first.status, first.rule) == ("rejected", "protocol"), first.summary()
+        assert "not sealed" in first.message
+        assert second.result().status == "ok", second.result().summary()
+        assert (pool.stats["started"], pool.stats["replaced"]) == (1, 0), pool.stats
+
+
 def test_a_forged_reply_never_becomes_a_verdict(verdicts):
     result = verdicts["forged_reply-runtime-exit|protocol"].result(timeout=900)
     assert result.speedup_eager is None and result.status in ("crashed", "rejected")
@@ -280,9 +348,11 @@ def test_a_workspace_far_beyond_the_task_is_rejected():
         source = (ZOO / "huge_workspace.py").read_text()
         result = pool.submit(MATMUL, source, config).result()
         assert (result.status, result.rule) == ("rejected", "memory"), result.summary()
+        # Allowed, the arena (its limit) holds the 50 GB; the judge counts the pages the
+        # candidate wrote, and it writes one byte of them.
         allowed = pool.submit(MATMUL, source, config.replace(max_memory_gb=80.0)).result()
         assert allowed.status == "ok", allowed.summary()
-        assert allowed.memory.candidate_peak_bytes > 50 * 2**30
+        assert allowed.memory.candidate_peak_bytes < 2**30, allowed.memory
 
 
 @pytest.mark.gpu

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device call for the judge v3 (issue 30): setup as device_run.sh, then the named steps, each
+# under its own time limit so one stuck step leaves time for the rest. Logs land in $OUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+ln -sfn "$PWD" /tmp/site/kernelwright
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+if ! command -v bwrap >/dev/null 2>&1 && ls .deb/bubblewrap*.deb >/dev/null 2>&1; then
+    dpkg -x .deb/bubblewrap*.deb /tmp/bwrap && export PATH=/tmp/bwrap/usr/bin:$PATH
+fi
+out=${OUT:-/tmp}
+L1=shared/kernelbench/level1
+L2=shared/kernelbench/level2
+for step in "$@"; do
+    name=${step%%:*}; limit=${step#*:}; [ "$limit" = "$step" ] && limit=300
+    echo "== $name (limit ${limit}s) $(date -u +%H:%M:%S)"
+    case $name in
+        bench1) timeout "$limit" python3 benchmarks/judge_bench.py $L1/20_LeakyReLU.py \
+            $L1/25_Swish.py $L1/100_HingeLoss.py $L1/37_FrobeniusNorm_.py \
+            $L1/2_Standard_matrix_multiplication_.py $L1/34_InstanceNorm.py \
+            $L2/32_Conv2d_Scaling_Min.py $L2/14_Gemm_Divide_Sum_Scaling.py \
+            --results "$out/RESULTS-judge.md" ;;
+        zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
+            tests/test_remote.py ;;
+        gpu) timeout "$limit" python3 -m pytest -q -p no:cacheprovider -m gpu ;;
+        harness) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
+            --results "$out/RESULTS-harness.md" ;;
+        clock) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_judge_clock.py ;;
+        memory) timeout "$limit" python3 benchmarks/memory_bench.py $L1/*.py --results "$out/RESULTS-memory.md" ;;
+        suite*) lvl=${name#suite}; timeout "$limit" python3 -m kernelwright.cli suite \
+            "shared/kernelbench/level$lvl" --model offline --out "/tmp/$name" --db "/tmp/$name.sqlite" \
+            ${SUITE_ARGS:-}; for f in /tmp/$name/suite*.md; do [ -f "$f" ] && cp "$f" "$out/$name-$(basename "$f")"; done ;;
+        *) echo "unknown step $name" ;;
+    esac
+done 2>&1 | tee "$out/device_v3.log"

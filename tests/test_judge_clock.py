@@ -1,0 +1,96 @@
+"""The judge v3 (issue 30, issue 29): times and memory are the judge's, output reuse is found.
+
+Each exploit of tests/adversarial/ runs with the static checks off: what stops it is the design
+(the judge's clock in the judge's process, inputs it writes inside that clock, outputs it reads
+itself, the arena, the held-output check), not an AST rule. On CPU the judge's host clock stands
+in for the GPU's (`host_clock_for_tests`): the exploits' work is host time, so a forged time
+shows as a judged time under the work.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelwright.sandbox import EvalConfig, EvalPool
+
+HERE = Path(__file__).resolve().parent
+ZOO = HERE / "adversarial"
+AFFINE = str(HERE / "tasks" / "zoo_affine.py")
+CUDA = torch.cuda.is_available()
+TIMED = EvalConfig(
+    host_clock_for_tests=True,
+    unsafe_skip_static_checks=True,
+    compile_baseline=False,
+    reps=5,
+    warmup=1,
+    drift_calls=2,
+)
+UNTIMED = EvalConfig(unsafe_skip_static_checks=True, timing=False, drift_calls=2)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with EvalPool(workers=1) as p:
+        yield p
+
+
+def _source(name: str, **constants) -> str:
+    text = (ZOO / f"{name}.py").read_text()
+    for key, value in constants.items():
+        old = next(line for line in text.splitlines() if line.startswith(f"{key} = "))
+        text = text.replace(old, f"{key} = {value!r}", 1)
+    return text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exploit", ["forged_round_times", "input_draw_work"])
+def test_a_forged_time_is_never_the_judged_time(pool, exploit):
+    result = pool.submit(AFFINE, _source(exploit), TIMED).result()
+    assert result.status == "ok", result.summary()
+    work_ms = 5.0  # WORK_S of both exploits, per call
+    assert result.timings.candidate.median_ms >= 0.9 * work_ms, result.timings
+    assert "judge's clock" in result.timings.note
+
+
+@pytest.mark.parametrize("ring", [2, 4, 8, 17])
+def test_a_ring_of_output_buffers_is_refused_whatever_its_length(pool, ring):
+    assert UNTIMED.reuse_calls > ring
+    result = pool.submit(AFFINE, _source("ring_buffers", RING=ring), UNTIMED).result()
+    assert (result.status, result.rule) == ("rejected", "reuse"), result.summary()
+
+
+@pytest.mark.parametrize("honest", ["workspace_view_honest"])
+def test_fresh_outputs_and_views_of_fresh_workspaces_are_accepted(pool, honest):
+    from test_zoo import HONEST_AFFINE
+
+    for source in (HONEST_AFFINE, _source(honest)):
+        result = pool.submit(AFFINE, source, UNTIMED).result()
+        assert result.status == "ok", result.summary()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="device memory is measured on CUDA only")
+def test_a_hidden_memory_peak_is_measured_from_outside(pool):
+    result = pool.submit(AFFINE, _source("hidden_memory_peak"), UNTIMED).result()
+    assert result.rule == "memory", result.summary()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="the judge's GPU clock")
+def test_the_judges_clock_on_the_gpu_against_forged_clocks(pool):
+    """The forged exploit's judged time against the same kernel without the forgery."""
+    from test_zoo import HONEST_AFFINE
+
+    config = EvalConfig(unsafe_skip_static_checks=True, compile_baseline=False, reps=10)
+    forged = pool.submit(AFFINE, _source("forged_round_times"), config).result()
+    honest_sleep = HONEST_AFFINE.replace(
+        "        y = torch.empty_like(x)\n",
+        "        import time\n\n        time.sleep(0.005)\n        y = torch.empty_like(x)\n",
+    )
+    honest = pool.submit(AFFINE, honest_sleep, config).result()
+    assert forged.status == honest.status == "ok", (forged.summary(), honest.summary())
+    ratio = honest.timings.candidate.median_ms / forged.timings.candidate.median_ms
+    assert ratio <= 1.03, (ratio, forged.timings, honest.timings)
