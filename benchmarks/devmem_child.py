@@ -1,7 +1,11 @@
 """The child side of devmem_probe.py (run under bubblewrap by it)."""
-# ruff: noqa: E501, E702, E401
+# ruff: noqa: E402
 
-import os, sys, socket, time, json, array, resource
+import os
+import resource
+import socket
+import sys
+import time
 
 fd_sock = int(sys.argv[1])
 nbytes = int(sys.argv[2])
@@ -9,6 +13,7 @@ rlimit_gb = float(sys.argv[3])
 if rlimit_gb > 0:
     resource.setrlimit(resource.RLIMIT_DATA, (int(rlimit_gb * 2**30), int(rlimit_gb * 2**30)))
 import torch
+
 from kernelwright.sandbox import devmem, transport
 
 sock = socket.socket(fileno=fd_sock)
@@ -33,7 +38,8 @@ try:
     out["copy_in_ms"] = (time.perf_counter() - t0) * 1e3
     region.flat[:16].fill_(7)
     torch.cuda.synchronize()
-    import triton, triton.language as tl
+    import triton
+    import triton.language as tl
 
     @triton.jit
     def k(x, n, B: tl.constexpr):

@@ -33,7 +33,6 @@ def main() -> int:
     import triton.language as tl
     from triton.testing import do_bench
 
-    from kernelwright.sandbox.config import EvalConfig
     from kernelwright.sandbox.timing import time_interleaved
 
     if not torch.cuda.is_available():

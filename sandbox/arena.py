@@ -1,4 +1,4 @@
-"""The candidate's device memory on a GPU: one region the judge owns, allocated from by the candidate.
+"""The candidate's device memory on a GPU: one region the judge owns, the candidate allocates from.
 
 On a GPU the candidate process's torch allocator is `arena.c` (through
 `torch.cuda.memory.CUDAPluggableAllocator`), installed before its CUDA context exists and fed

@@ -949,9 +949,9 @@ def _arena_places(node: Any) -> list[tuple[int, int]]:
         isinstance(d, dict)
         and isinstance(d.get("offset"), int)
         and isinstance(d.get("nbytes"), int)
+        and d["nbytes"] > 0
     ):
-        if d["nbytes"] > 0:
-            out.append((d["offset"], d["offset"] + d["nbytes"]))
+        out.append((d["offset"], d["offset"] + d["nbytes"]))
     return out
 
 

@@ -105,7 +105,7 @@ class TimedChecks:
             self.torch.cuda.synchronize()
 
     def plan_round(self) -> int:
-        """Calls per round: enough for ROUND_MS of eager's time, within MAX_CALLS and ROUND_BYTES."""
+        """Calls per round: ROUND_MS of eager's time, within MAX_CALLS and ROUND_BYTES."""
         from .task import build_inputs
 
         ctx, torch = self.ctx, self.torch
@@ -212,7 +212,7 @@ class TimedChecks:
         failures: list[tuple[str, str]] = []
         reps = self.timed_reps()
         for r in range(cfg.warmup + reps):
-            seeds, sets = self.draw_sets(n)
+            _, sets = self.draw_sets(n)
             values = [x if not isinstance(x, torch.Tensor) else None for x in sets[0]]
             self.flush_l2()
             self.sync()
