@@ -57,10 +57,11 @@ def format_result(result: EvalResult, task_name: str = "") -> str:
     env = result.environment
     if env.isolation:
         lines.append(f"  isolation: {', '.join(env.isolation)}")
-    lines.append(
-        f"  environment: {env.gpu or env.device}, torch {env.torch}, triton "
-        f"{env.triton}" + (" (Triton interpreter)" if env.interpreter else "")
-    )
+    if env.torch or env.triton:  # a verdict before any judge ran (a file that is not Python)
+        lines.append(
+            f"  environment: {env.gpu or env.device}, torch {env.torch}, triton "
+            f"{env.triton}" + (" (Triton interpreter)" if env.interpreter else "")
+        )
     return "\n".join(lines)
 
 
@@ -96,13 +97,18 @@ def format_baseline(b: Baseline, task_name: str = "") -> str:
         steps = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in b.setup_s.items())
         lines.append(f"  setup (s): {steps}; wall {b.wall_s:.2f}")
     env = b.environment
-    lines.append(f"  environment: {env.gpu or env.device}, torch {env.torch}, triton {env.triton}")
+    if env.torch or env.triton:
+        lines.append(
+            f"  environment: {env.gpu or env.device}, torch {env.torch}, triton {env.triton}"
+        )
     return "\n".join(lines)
 
 
 def _timing_lines(t: Timings) -> list[str]:
     if not t.meaningful:
-        return [f"  times: not meaningful ({t.note})"]
+        # The note often says it already ("... times are not meaningful"): say it once.
+        note = t.note.removesuffix("; times are not meaningful").rstrip(" ;")
+        return [f"  times: not meaningful ({note})" if note else "  times: not meaningful"]
     lines = []
     for name, timing in (
         ("candidate", t.candidate),

@@ -195,3 +195,16 @@ def test_short_strings_and_collections_are_kept_as_they_are():
     result = EvalResult(status="ok", notes=notes, kernels=kernels, phases_s={"trials": 1.0})
     assert result.notes is notes and result.kernels is kernels
     assert EvalResult.from_json(result.to_json()) == result
+
+
+def test_the_summary_says_not_meaningful_once_and_no_blank_versions():
+    from kernelwright.sandbox.summary import format_result
+    from kernelwright.sandbox.timed import _interpreter_timings
+
+    r = results.EvalResult(status="ok", timings=_interpreter_timings())
+    text = format_result(r)
+    assert text.count("not meaningful") == 1, text
+    assert "environment:" not in text  # no judge ran: no versions to say
+    env = results.Environment(torch="2.13.0", triton="3.7.1", interpreter=True)
+    text = format_result(dataclasses.replace(r, environment=env))
+    assert "torch 2.13.0, triton 3.7.1" in text
