@@ -41,8 +41,9 @@ from .verdict import (
 # The candidate's peak may reach max(MEMORY_FACTOR x the reference's, reference + MEMORY_SLACK).
 MEMORY_FACTOR = 4
 MEMORY_SLACK = 1 << 30
-# The most output bytes the reuse check holds at once.
+# The most output bytes the reuse check holds at once, and about the most seconds it takes.
 REUSE_BYTES = 4 << 30
+REUSE_S = 15.0
 # Device memory the judge keeps for itself beside the arena, in task footprints.
 JUDGE_RESERVE = 4
 _STATUSES_FROM_CANDIDATE = ("rejected", "compile_error", "runtime_error", "incorrect")
@@ -81,6 +82,7 @@ class Evaluation(TimedChecks):
         self.regions_bytes = 0
         self.fill_ms = self.rtt_ms = self.snap_ms = 0.0
         self.timed, self.calls = False, 1
+        self.call_s = float("inf")  # the fastest checked call so far, seconds
         self.sampler: Any = None  # nvml.Sampler: the candidate's device memory past the arena
         self.context_bytes = 0  # the candidate process's CUDA context, before its code ran
         self.held_bytes = 0  # the most output bytes the judge asked the candidate to hold at once
@@ -113,9 +115,7 @@ class Evaluation(TimedChecks):
             self.check_trials()
         with self.step("same_address"):
             self.check_same_address()
-        with self.step("drift"):
-            self.check_drift()
-        with self.step("reuse"):
+        with self.step("drift"):  # repeated calls, the first ones held: drift and reuse
             self.check_reuse()
         with self.step("variant"):
             self.check_variant()
@@ -302,11 +302,15 @@ class Evaluation(TimedChecks):
 
     def reuse_calls(self) -> int:
         """Calls whose outputs are all held at once by the reuse check (issue 29): up to
-        config.reuse_calls, fewer where they would take more than REUSE_BYTES or, on a GPU,
-        a third of the arena (never fewer than 2: an output written again by the next call)."""
+        config.reuse_calls, fewer where they would take more than REUSE_BYTES, a quarter of the
+        arena on a GPU, or REUSE_S of calls as slow as the trials' fastest (the interpreter);
+        never fewer than 3 where they fit (a ring of two), 2 where not."""
         per = max(self.ctx.main.output_bytes, 1)
         room = REUSE_BYTES if self.arena is None else min(REUSE_BYTES, self.arena.nbytes // 4)
-        return max(2, min(self.config.reuse_calls, room // per))
+        n = min(self.config.reuse_calls, room // per)
+        if self.call_s != float("inf"):  # slow calls (the interpreter): REUSE_S of them at most
+            n = min(n, int(REUSE_S / max(self.call_s, 1e-6)))
+        return max(3 if room // per >= 3 else 2, n)
 
     def output_limit(self) -> int:
         return 4 * max(self.ctx.main.footprint, 1 << 20) + (1 << 30)
@@ -612,7 +616,9 @@ class Evaluation(TimedChecks):
         self.shapes_checked.append(shape.sizes)
         for t in range(self.config.trials):
             seed, inputs = self.fresh(shape)
+            started = time.monotonic()
             self.checked_call(shape, "main", inputs, f"trial {t + 1}")
+            self.call_s = min(self.call_s, time.monotonic() - started)
             self.trials.append(seed)
 
     def check_same_address(self) -> None:
@@ -651,11 +657,13 @@ class Evaluation(TimedChecks):
             )
 
     def check_reuse(self) -> None:
-        """Output reuse, whatever the ring's length up to the calls held: K calls on K input
-        sets, each output held by the candidate's process as a caller would hold it and copied
-        by the judge when returned; then every held output is read again. One that changed was
-        written after it was returned (a ring of persistent buffers handed out in turn). On a
-        GPU the judge also sees storage identity itself: two held outputs sharing arena bytes."""
+        """Repeated calls (stateful drift) and output reuse, whatever the ring's length up to
+        the calls held: max(drift_calls, K) calls, the first K on K input sets (the trials'
+        inputs again, then fresh ones), each output held by the candidate's process as a caller
+        would hold it and copied by the judge when returned; then every held output is read
+        again. One that changed was written after it was returned (a ring of persistent buffers
+        handed out in turn). On a GPU the judge also sees storage identity itself: two held
+        outputs sharing arena bytes. The calls past K repeat the trials' inputs, unheld."""
 
         from .regions import fingerprint
 
@@ -664,16 +672,26 @@ class Evaluation(TimedChecks):
         salt = self.w.rng.randrange(1, 2**31)
         seen: list[Any] = []
         places: list[tuple[int, int, int]] = []
-        for k in range(n):
-            seed = self.trials[k % len(self.trials)] if k < len(self.trials) else None
-            if seed is None:
-                seed, inputs = self.fresh(shape)
+        for k in range(max(n, self.config.drift_calls)):
+            held = k < n
+            if k < len(self.trials) or not held:
+                inputs = self.regenerate(shape, self.trials[k % len(self.trials)])
             else:
-                inputs = self.regenerate(shape, seed)
-            what = f"held call {k + 1} of {n}"
-            slot = 0 if self.w.cuda else k
-            out = self.checked_call(shape, "main", inputs, what, rule="drift", k=slot, hold=True)
-            seen.append([fingerprint(t, salt) for t in _tensors(out, self.torch)])
+                _, inputs = self.fresh(shape)
+            what = f"repeated call {k + 1}" + (f" (held, {k + 1} of {n})" if held else "")
+            slot = 0 if self.w.cuda or not held else k
+            out = self.checked_call(
+                shape,
+                "main",
+                inputs,
+                what,
+                hint=" (right before, wrong now: state kept across calls?)",
+                rule="drift",
+                k=slot,
+                hold=held,
+            )
+            if held:
+                seen.append([fingerprint(t, salt) for t in _tensors(out, self.torch)])
             del out
         self.held_bytes = max(self.held_bytes, n * shape.output_bytes)
         got = self.req({"op": "refetch", "shape": "main"}, expect=("outputs",))
