@@ -43,7 +43,7 @@ MEMORY_FACTOR = 4
 MEMORY_SLACK = 1 << 30
 # The most output bytes the reuse check holds at once, and about the most seconds it takes.
 REUSE_BYTES = 4 << 30
-REUSE_S = 15.0
+REUSE_S = 2.0
 # Device memory the judge keeps for itself beside the arena, in task footprints.
 JUDGE_RESERVE = 4
 _STATUSES_FROM_CANDIDATE = ("rejected", "compile_error", "runtime_error", "incorrect")
@@ -303,13 +303,15 @@ class Evaluation(TimedChecks):
     def reuse_calls(self) -> int:
         """Calls whose outputs are all held at once by the reuse check (issue 29): up to
         config.reuse_calls, fewer where they would take more than REUSE_BYTES, a quarter of the
-        arena on a GPU, or REUSE_S of calls as slow as the trials' fastest (the interpreter);
+        arena on a GPU, or more than REUSE_S of calls beyond the drift check's own, as slow as
+        the trials' fastest (the interpreter);
         never fewer than 3 where they fit (a ring of two), 2 where not."""
         per = max(self.ctx.main.output_bytes, 1)
         room = REUSE_BYTES if self.arena is None else min(REUSE_BYTES, self.arena.nbytes // 4)
         n = min(self.config.reuse_calls, room // per)
-        if self.call_s != float("inf"):  # slow calls (the interpreter): REUSE_S of them at most
-            n = min(n, int(REUSE_S / max(self.call_s, 1e-6)))
+        if self.call_s != float("inf"):  # slow calls (the interpreter): REUSE_S more at most
+            extra = int(REUSE_S / max(self.call_s, 1e-6))
+            n = min(n, self.config.drift_calls + extra)
         return max(3 if room // per >= 3 else 2, n)
 
     def output_limit(self) -> int:
