@@ -1,12 +1,18 @@
-"""The judge's evaluation of one candidate: correctness, timing, the clock check and memory.
+"""The judge's evaluation of one candidate: correctness, the reuse check, timing and memory.
+
+Over 700 lines, for now: the judge v3 (issue 30) added the regions, the arena's reading and the
+memory measured from outside to the checks in one class; issue 26's split of sandbox/ into the
+judge's side, the candidate's and what crosses is where the output reading (`rebuild`,
+`from_arena`) and the memory measurement move to rooms of their own.
 
 Runs in the judge (worker.py), which holds the reference, the float64 reference, the pristine
 inputs, the tolerances and the roofline. The candidate runs in a process of its own
-(candidate.py, behind the OS sandbox); this side sends it inputs and seeds, rebuilds its
-outputs as plain tensors from the bytes it hands back, and decides. Any failure raises a
-Verdict. The order of checks is the old worker's: trials with fresh seeds, the same tensors
-refilled, determinism, repeated calls (drift), the other shape, then interleaved timing whose
-every output is checked, the judge's own clock over a block of calls, the roofline and memory.
+(candidate.py, behind the OS sandbox); this side writes its inputs into the judge's own region,
+reads its outputs (on a GPU where it left them in the judge's arena), and decides. Any failure
+raises a Verdict. The order: eager and torch.compile timed before the candidate's process
+exists, trials with fresh seeds, the same tensors refilled and determinism, repeated calls whose
+first ones are held (drift, reuse), the other shape, the judge's timed rounds whose every output
+is checked, the roofline and memory.
 """
 
 from __future__ import annotations

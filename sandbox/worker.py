@@ -9,7 +9,11 @@ this process: each candidate runs in a fresh process forked from a sandboxed zyg
 A judge keeps torch imported and, per task, the reference models, their outputs' layout, the
 torch.compile baseline and the roofline, so the next candidate pays only for its own process,
 CUDA context, compile and calls. HOME holds the candidates' directories (the only place the
-sandbox can write); PRIVATE holds torch.compile's caches for the reference.
+sandbox can write); PRIVATE holds torch.compile's caches for the reference and the candidates'
+device allocator (arena.c, built here, bound read-only into the sandbox).
+
+Over 700 lines (730) since the zygote's hardening and the allocator's build: the task context
+(`_build_context`, `_shape`, `_variant`, `_prepare_timing`) moves out with issue 26's split.
 """
 
 from __future__ import annotations
