@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from . import integrity, launches, sourcetext, transport, tritoncompat
+from . import integrity, launches, pyparse, sourcetext, transport, tritoncompat
 from .compare import flatten_outputs, storages_overlap
 from .guard import Guard
 from .task import Task, load_parameters, seeded, task_namespace
@@ -284,7 +284,7 @@ class CandidateServer:
         sys.modules[self.module_name] = module
         self.module = module
         with self.candidate_code("importing the candidate"):
-            code = compile(text, filename, "exec", dont_inherit=True)
+            code = pyparse.compile_source(text, filename, dont_inherit=True)
             exec(code, module.__dict__)
 
     @contextlib.contextmanager

@@ -41,3 +41,9 @@ def compile_tree(tree: ast.Module, filename: str, **kwargs) -> CodeType:
     """compile(tree, filename, "exec"), serialised (AST objects are converted back to C)."""
     with _LOCK:
         return compile(tree, filename, "exec", **kwargs)
+
+
+def compile_source(source: str, filename: str, **kwargs) -> CodeType:
+    """compile(source, filename, "exec") of source text, serialised like every other parse."""
+    with serialised():
+        return compile(source, filename, "exec", **kwargs)
