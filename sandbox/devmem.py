@@ -9,8 +9,8 @@ handle keeps the physical memory alive whatever the candidate does with its own 
 candidate that unmaps, remaps or exits cannot take memory away from under the judge.
 
 Both sides see a `DeviceRegion` as one flat uint8 CUDA tensor (through
-`__cuda_array_interface__`); views of any dtype, shape and strides are cut from it at offsets
-the judge chose. Measured on the H200 (bubblewrap with its own PID namespace and our seccomp
+`__cuda_array_interface__`); regions.py and arena.py cut typed views from it at offsets the
+judge chose. Measured on the H200 (bubblewrap with its own PID namespace and our seccomp
 filter): importing 2 GiB takes ~0.5 ms, a device-to-device copy of it ~1.1 ms; the same bytes
 through pageable host memory took 1.9 s one way.
 """
@@ -150,7 +150,7 @@ class DeviceRegion:
 
     `DeviceRegion.create(n)` allocates (the judge); `DeviceRegion.open(fd, n)` imports what
     another process exported (the candidate). `fd` is the descriptor to send; `flat` the bytes
-    as a CUDA uint8 tensor; `view(...)` a typed view at an offset.
+    as a CUDA uint8 tensor.
     """
 
     def __init__(self, handle: int, nbytes: int, size: int, device: int, fd: int):
@@ -207,24 +207,6 @@ class DeviceRegion:
             "cuMemImportFromShareableHandle",
         )
         return cls(int(handle.value), nbytes, size, device, -1)
-
-    def view(self, offset: int, dtype: torch.dtype, shape, stride) -> torch.Tensor:
-        """A tensor of `dtype` over the region's bytes from `offset` (bytes), `shape`/`stride` in
-        elements; the caller has checked that it fits (`fits`)."""
-        size = torch.empty((), dtype=dtype).element_size()
-        count = (self.nbytes - offset) // size
-        flat = self.flat[offset : offset + count * size].view(dtype)
-        return flat.as_strided(tuple(shape), tuple(stride))  # from flat's own storage offset
-
-    def fits(self, offset: int, dtype: torch.dtype, shape, stride) -> bool:
-        size = torch.empty((), dtype=dtype).element_size()
-        numel = 1
-        for n in shape:
-            numel *= n
-        if numel == 0:
-            return 0 <= offset <= self.nbytes
-        reach = sum((n - 1) * s for n, s in zip(shape, stride)) + 1
-        return offset >= 0 and offset % size == 0 and offset + reach * size <= self.nbytes
 
     def close(self) -> None:
         """Unmap; the physical memory lives on while another process holds it."""

@@ -238,3 +238,25 @@ def rss_bytes(pid: int) -> int | None:
     except (OSError, ValueError):
         return None
     return None
+
+
+def descendants(pid: int | None) -> list[int]:
+    """Every process below `pid` (children files of each thread, recursively)."""
+    if pid is None:
+        return []
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found

@@ -7,8 +7,8 @@ compute process on the device) and the device's total in use; `Sampler` polls it
 of the judge while a candidate's request runs and keeps the peak.
 
 NVML names processes by their PID in the host's namespace (the judge maps the candidate's
-namespace PID to it, remote.py `host_pid`); where it names none it knows (a container whose
-PIDs NVML cannot see), the device's total in use, less what the judge holds itself, stands in.
+namespace PID to it, remote.py `host_pid`; on the H200 it named both). Where it names none of
+the candidate's, nothing is sampled and only the arena's scan counts.
 """
 
 from __future__ import annotations
@@ -99,10 +99,7 @@ def device_used(index: int) -> int | None:
 class Sampler:
     """Polls NVML from a thread while a candidate runs; `peak` is the most the candidate held.
 
-    pids: the host PIDs whose memory is the candidate's (its process and any child). When NVML
-    lists none of them, `fallback_base` (the device's use with no candidate process alive) is
-    taken from the device total, and `judge_bytes()` (what the judge's allocator holds now,
-    which moves while it checks) from each sample.
+    pids: the host PIDs whose memory is the candidate's (its process and any child).
     """
 
     def __init__(self, index: int, interval_s: float = 0.0005):
@@ -110,26 +107,15 @@ class Sampler:
         self.pids: set[int] = set()
         self.peak = 0
         self.samples = 0
-        self.by_pid = False
-        self.fallback_base: int | None = None
-        self.judge_bytes: Any = None
         self._stop = threading.Event()
         self.paused = threading.Event()  # set during timed rounds: no driver calls beside them
         self._thread: threading.Thread | None = None
 
     def sample(self) -> None:
         procs = processes(self.index)
-        if procs is not None and self.pids & procs.keys():
-            self.by_pid = True
-            used = sum(v for p, v in procs.items() if p in self.pids)
-        elif self.fallback_base is not None:
-            total = device_used(self.index)
-            if total is None:
-                return
-            judge = self.judge_bytes() if self.judge_bytes is not None else 0
-            used = max(0, total - self.fallback_base - judge)
-        else:
+        if procs is None or not self.pids & procs.keys():
             return
+        used = sum(v for p, v in procs.items() if p in self.pids)
         self.samples += 1
         self.peak = max(self.peak, used)
 

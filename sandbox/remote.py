@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from . import bwrap, transport
-from .isolation import CANDIDATE_ENV_ALLOW, CANDIDATE_ENV_PREFIXES, allowlisted, rss_bytes
+from .isolation import (
+    CANDIDATE_ENV_ALLOW,
+    CANDIDATE_ENV_PREFIXES,
+    allowlisted,
+    descendants,
+    rss_bytes,
+)
 
 # A new zygote imports torch and Triton (cold disk: ~30 s, warm ~2-4 s).
 _START_TIMEOUT_S = 300.0
@@ -232,7 +238,7 @@ class Sandbox:
         """The host PID of a process the zygote reports by its own (namespace) PID."""
         if not self.pid_namespace:
             return ns_pid
-        for pid in _descendants(self.proc.pid):
+        for pid in descendants(self.proc.pid):
             try:
                 with open(f"/proc/{pid}/status") as f:
                     for line in f:
@@ -319,7 +325,7 @@ class CandidateProcess:
             )
 
     def check_memory(self) -> None:
-        rss = sum(rss_bytes(p) or 0 for p in [self.host, *_descendants(self.host)] if p)
+        rss = sum(rss_bytes(p) or 0 for p in [self.host, *descendants(self.host)] if p)
         if self.host is not None and rss > self.memory_cap:
             self.end()
             raise CandidateFailure(
@@ -391,28 +397,6 @@ def _tail(path: Path) -> str:
     except OSError:
         return ""
     return "\n".join(text.strip().splitlines()[-_LOG_TAIL_LINES:])
-
-
-def _descendants(pid: int | None) -> list[int]:
-    """Every process below `pid` (children files of each thread, recursively)."""
-    if pid is None:
-        return []
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{current}/task/{tid}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            found.extend(kids)
-            todo.extend(kids)
-    return found
 
 
 def _out_of_reach(path: Path) -> None:

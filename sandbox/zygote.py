@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from . import transport
-from .isolation import not_dumpable, prctl
+from .isolation import descendants, not_dumpable, prctl
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -239,7 +239,7 @@ def _reap(pid: int, own_namespace: bool) -> dict:
             pass
     if not own_namespace:  # one candidate lives at a time: nothing below us outlives it
         for _ in range(50):
-            below = _descendants(os.getpid())
+            below = descendants(os.getpid())
             if not below:
                 break
             for other in below:
@@ -248,26 +248,6 @@ def _reap(pid: int, own_namespace: bool) -> dict:
             _collect_zombies(set())
             time.sleep(0.005)
     return status
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live process below `pid` (the children file of each of its threads, recursively)."""
-    found, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            tasks = os.listdir(f"/proc/{current}/task")
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open(f"/proc/{current}/task/{tid}/children") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            found.extend(kids)
-            todo.extend(kids)
-    return found
 
 
 def _collect_zombies(children: set[int]) -> None:
