@@ -22,6 +22,9 @@ for step in "$@"; do
             $L1/2_Standard_matrix_multiplication_.py $L1/34_InstanceNorm.py \
             $L2/32_Conv2d_Scaling_Min.py $L2/14_Gemm_Divide_Sum_Scaling.py \
             --results "$out/RESULTS-judge.md" ;;
+        switch) timeout "$limit" python3 benchmarks/switch_probe.py ;;
+        harnessT) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
+            --throughput-only --results "$out/RESULTS-harness.md" ;;
         zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
             tests/test_remote.py ;;
         gpu) timeout "$limit" python3 -m pytest -q -p no:cacheprovider -m gpu ;;

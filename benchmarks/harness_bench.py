@@ -70,10 +70,12 @@ def main() -> int:
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--small", type=int, default=40, help="small candidates for throughput")
     parser.add_argument("--json", type=Path, default=None, help="also write raw numbers here")
+    parser.add_argument(
+        "--throughput-only", action="store_true", help="only the small candidates' throughput"
+    )
     args = parser.parse_args()
 
     import torch
-    import triton
 
     from kernelwright.sandbox import EvalConfig, EvalPool
     from kernelwright.sandbox.task import load_task
@@ -84,11 +86,18 @@ def main() -> int:
     task = load_task(TASK)
     config = EvalConfig()
     numbers: dict[str, object] = {}
+
+    def say(key: str, value: object) -> None:
+        numbers[key] = value
+        print(f"  {key}: {value}", flush=True)
+
+    if args.throughput_only:
+        return throughput(args, config, numbers, say)
     with EvalPool(workers=1) as pool:
         # Cold: worker start, task setup (reference, other shape, torch.compile), compile, checks.
         cold, r = timed(pool, task, candidate(0), config)
         assert r.ok, r.summary()
-        numbers["cold_s"] = cold
+        say("cold_s", cold)
         numbers["setup_note"] = "worker start + reference + variant + torch.compile + compile"
         # Warm, new kernel: the task is set up; the candidate pays its compile and its checks.
         warm_new = [timed(pool, task, candidate(v), config)[0] for v in (1, 2, 3)]
@@ -96,8 +105,8 @@ def main() -> int:
         # the evaluator's own cost beyond compiling.
         cached_runs = [timed(pool, task, candidate(v), config) for v in (1, 2, 3)]
         warm_cached = [s for s, _ in cached_runs]
-        numbers["warm_new_kernel_s"] = statistics.median(warm_new)
-        numbers["warm_beyond_compile_s"] = statistics.median(warm_cached)
+        say("warm_new_kernel_s", statistics.median(warm_new))
+        say("warm_beyond_compile_s", statistics.median(warm_cached))
         # Where a warm evaluation's time goes (the evaluator's own per-step wall times).
         numbers["warm_phases_s"] = {
             k: round(statistics.median(r.phases_s.get(k, 0.0) for _, r in cached_runs), 3)
@@ -110,23 +119,41 @@ def main() -> int:
         _, a = timed(pool, task, candidate(10), config)
         _, b = timed(pool, task, candidate(10), config)
         ma, mb = a.timings.candidate.median_ms, b.timings.candidate.median_ms
-        numbers["repeat_medians_ms"] = [ma, mb]
-        numbers["repeat_diff_pct"] = abs(ma - mb) / min(ma, mb) * 100
+        say("repeat_medians_ms", [ma, mb])
+        say("repeat_diff_pct", abs(ma - mb) / min(ma, mb) * 100)
         numbers["speedup_eager"] = a.speedup_eager
         numbers["roofline_fraction"] = a.roofline.fraction if a.roofline else None
         numbers["environment"] = a.environment.key
-    # Throughput: many small candidates (each a new kernel) through one warm GPU worker.
+    return throughput(args, config, numbers, say)
+
+
+def throughput(args, config, numbers: dict, say) -> int:
+    """Many small candidates (each a new kernel) through one warm GPU worker."""
+    import torch
+    import triton
+
+    from kernelwright.sandbox import EvalPool
+    from kernelwright.sandbox.task import load_task
+
     small = load_task(TASK, {"batch_size": 256, "dim": 4096})
     with EvalPool(workers=1) as pool:
         pool.submit(small, candidate(100), config).result()  # warm the worker and the task
         start = time.perf_counter()
         futures = [pool.submit(small, candidate(200 + i), config) for i in range(args.small)]
-        results = [f.result() for f in futures]
+        results = []
+        for i, f in enumerate(futures):
+            results.append(f.result())
+            r = results[-1]
+            print(
+                f"  candidate {i}: {r.status} at {time.perf_counter() - start:.1f} s, phases "
+                + ", ".join(f"{k} {v:.2f}" for k, v in (r.phases_s or {}).items()),
+                flush=True,
+            )
         elapsed = time.perf_counter() - start
     bad = [r.summary() for r in results if not r.ok]
+    say("small_candidates", args.small)
+    say("candidates_per_minute", args.small / elapsed * 60)
     assert not bad, bad[:3]
-    numbers["small_candidates"] = args.small
-    numbers["candidates_per_minute"] = args.small / elapsed * 60
 
     row = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -170,15 +197,28 @@ def append_results(path: Path, row: dict) -> None:
             row["gpu"],
             row["torch"],
             row["triton"],
-            f"{row['cold_s']:.1f}",
-            f"{row['warm_new_kernel_s']:.2f}",
-            f"{row['warm_beyond_compile_s']:.2f}",
-            f"{row['candidates_per_minute']:.0f}",
-            f"{row['repeat_medians_ms'][0]:.4f} / {row['repeat_medians_ms'][1]:.4f} "
-            f"({row['repeat_diff_pct']:.2f}%)",
-            ", ".join(f"{k} {v:.2f}" for k, v in row["warm_phases_s"].items()),
+            _fmt(row, "cold_s", "{:.1f}"),
+            _fmt(row, "warm_new_kernel_s", "{:.2f}"),
+            _fmt(row, "warm_beyond_compile_s", "{:.2f}"),
+            _fmt(row, "candidates_per_minute", "{:.0f}"),
+            (
+                f"{row['repeat_medians_ms'][0]:.4f} / {row['repeat_medians_ms'][1]:.4f} "
+                f"({row['repeat_diff_pct']:.2f}%)"
+                if "repeat_medians_ms" in row
+                else "not run"
+            ),
+            (
+                ", ".join(f"{k} {v:.2f}" for k, v in row["warm_phases_s"].items())
+                if "warm_phases_s" in row
+                else "not run"
+            ),
         ],
     )
+
+
+def _fmt(row: dict, key: str, spec: str) -> str:
+    """A figure of the row, or 'not run' where this invocation (--throughput-only) skipped it."""
+    return spec.format(row[key]) if key in row else "not run"
 
 
 if __name__ == "__main__":

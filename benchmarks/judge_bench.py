@@ -76,6 +76,8 @@ def main() -> int:
                     f" in-process (do_bench): eager {_f(mine[0])}, candidate {_f(mine[1])} |"
                 )
             print(rows[-1], flush=True)
+            if t is not None and t.note:
+                print("    clock:", t.note, flush=True)
             if r.status != "ok":
                 print("   ", (r.message or "")[:600].replace("\n", " "), flush=True)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU"

@@ -87,6 +87,7 @@ class Evaluation(TimedChecks):
         self.variant_region: Any = None
         self.regions_bytes = 0
         self.fill_ms = self.rtt_ms = self.snap_ms = 0.0
+        self.round_parts: tuple[float, ...] = ()  # medians: inputs, candidate's part, copy
         self.timed, self.calls = False, 1
         self.call_s = float("inf")  # the fastest checked call so far, seconds
         self.sampler: Any = None  # nvml.Sampler: the candidate's device memory past the arena
@@ -179,6 +180,12 @@ class Evaluation(TimedChecks):
         cal = f"input writes {self.fill_ms:.4f} ms"
         if self.arena is not None:
             cal += f", round trip {self.rtt_ms:.4f} ms, output copy {self.snap_ms:.4f} ms"
+        if self.round_parts:
+            fill, cand, copy = self.round_parts
+            cal += (
+                f"; a round's median parts: inputs {fill:.4f} ms, the candidate's process "
+                f"{cand:.4f} ms, output copy {copy:.4f} ms"
+            )
         return (
             f"the judge's clock: median of {self.timed_reps()} rounds of {calls} call(s), fresh "
             "inputs written by the judge inside its clock, each call's output copied out by the "

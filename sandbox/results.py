@@ -156,8 +156,8 @@ class Timings(_Capped):
     compiled: Timing | None = None
     compiled_error: str | None = None  # torch.compile failing on the reference is not fatal
     cuda_graphs: bool = False
-    # The judge's own wall clock over a block of back-to-back candidate calls, per call: the
-    # cross-check of the times the candidate process measured (see timed.clock_check).
+    # The candidate's time per call by the judge's clock (timed.py), as `candidate.median_ms`;
+    # kept as its own field for results written before the judge v3.
     judge_ms_per_call: float | None = None
 
 

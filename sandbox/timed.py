@@ -209,6 +209,7 @@ class TimedChecks:
 
         torch, ctx, cfg = self.torch, self.ctx, self.config
         samples: list[float] = []
+        parts: list[tuple[float, float, float]] = []  # per round: inputs, the candidate, copy
         failures: list[tuple[str, str]] = []
         reps = self.timed_reps()
         for r in range(cfg.warmup + reps):
@@ -220,17 +221,23 @@ class TimedChecks:
             started = time.perf_counter()
             self.fill_sets(sets)
             self.sync()
+            filled = time.perf_counter()
             got = self.req({"op": "round", "calls": n, "values": values}, expect=("spans",))
+            replied = time.perf_counter()
             try:
                 snaps = self.snapshot(got.message.get("spans"), n)
                 self.sync()
-                wall = (time.perf_counter() - started) * 1000.0
+                stopped = time.perf_counter()
             finally:
                 got.close()
                 self.sampler_pause(False)
+            wall = (stopped - started) * 1000.0
             overhead = self.fill_ms + (0.0 if self.host_clock() else self.rtt_ms + self.snap_ms)
             if r >= cfg.warmup:
                 samples.append(max(wall - overhead, 0.0) / n)
+                parts.append(
+                    ((filled - started) * 1e3, (replied - filled) * 1e3, (stopped - replied) * 1e3)
+                )
             outs = self.describe_round(snaps, n)
             for k in range(n):
                 with torch.no_grad():
@@ -253,6 +260,8 @@ class TimedChecks:
                     "checks, wrong while timed)",
                     rule=rule,
                 )
+        if parts:  # what a round was made of, for the audit (Evaluation.timing_note)
+            self.round_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
         return summarize(samples)
 
     def snapshot(self, spans: Any, n: int) -> list[Any]:
