@@ -119,6 +119,11 @@ class Arena:
         torch.cuda.synchronize()
         return touched
 
+    def rearm(self) -> None:
+        """Write the pattern again: every page counts as untouched (after the judge's own use
+        of the region, before the candidate's code runs)."""
+        self._pattern(write=True)
+
     def touched_bytes(self) -> int:
         """Bytes of the region (in whole pages) that no longer hold the pattern."""
         return self._pattern(write=False)

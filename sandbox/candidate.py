@@ -1,8 +1,11 @@
 """The candidate process: import one candidate, run forward on what the judge sends, return bytes.
 
 A fresh process per candidate, forked from the zygote (zygote.py) inside the operating-system
-sandbox. It holds nothing that judges the candidate: no reference model or outputs, no pristine
-copies, no tolerances, no roofline, no result channel, no secret. It receives the candidate's
+sandbox. It holds nothing that judges the candidate: no reference outputs, no pristine copies,
+no tolerances, no roofline, no result channel, no secret. (Before the candidate's code is
+imported, the judge may have it run the task's own Model through timed rounds, to measure what
+the wall costs a round (op_build with "reference", timed.py); that model is gone before the
+import.) It receives the candidate's
 parameters (the reference's re-drawn values), inputs (shared memory), seeds for the timed calls,
 and answers each request on its socket with a description of what happened and the outputs'
 bytes. Everything it reports is a claim: the judge (worker.py) checks values itself, keeps its
@@ -107,11 +110,21 @@ class CandidateServer:
     # -- requests ------------------------------------------------------------------------------
 
     def op_build(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
-        """Import the candidate (once), build ModelNew at one shape, load the judge's parameters."""
+        """Import the candidate (once), build ModelNew at one shape, load the judge's parameters.
+
+        With "reference" (the judge's calibration, before the import): the task's own Model
+        instead, built and loaded the same way; op_forget drops it before any candidate code."""
         if self.task is None:
             self.task = Task(**m["task"])
         ns = task_namespace(self.task, m["overrides"])
+        if m.get("reference"):
+            if self.module is not None:
+                raise RuntimeError("the reference is built only before the candidate's import")
+            model = self.construct(ns["Model"], ns, m, fds, "constructing the reference Model")
+            self.shapes[m["shape"]] = {"model": model, "ns": ns, "out_meta": m["out_meta"]}
+            return {"ok": True}
         if self.module is None:
+            self.forget()
             self.load_module()
         cls = getattr(self.module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
@@ -119,9 +132,16 @@ class CandidateServer:
                 "rejected", "the candidate defines no `class ModelNew(nn.Module)`", "model-new"
             )
         check_signature(cls, ns["Model"])
+        model = self.construct(cls, ns, m, fds, "constructing ModelNew")
+        self.shapes[m["shape"]] = {"model": model, "ns": ns, "out_meta": m["out_meta"]}
+        return {"ok": True, "state": self.state()}
+
+    def construct(self, cls: type, ns: dict[str, Any], m: dict[str, Any], fds, what: str):
+        """cls(*get_init_inputs()) on the device in the task's dtype, holding the judge's
+        parameters (sent in m["params"])."""
         with seeded(m["seed"], self.device):
             init_inputs = list(ns["get_init_inputs"]())
-        with self.candidate_code("constructing ModelNew"), torch.device(self.device):
+        with self.candidate_code(what), torch.device(self.device):
             torch.manual_seed(0)
             model = cls(*init_inputs)
             model = model.to(device=self.device)
@@ -147,17 +167,28 @@ class CandidateServer:
                 "same nn.Linear/nn.Conv2d submodules) so both get the same values.",
                 "parameters",
             )
-        self.shapes[m["shape"]] = {"model": model, "ns": ns, "out_meta": m["out_meta"]}
-        return {"ok": True, "state": self.state()}
+        return model
 
-    def op_ping(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
-        """The judge's calibration of a round with no work (before any candidate code is
-        imported): on a GPU one tiny kernel and a synchronize, as a round has."""
-        if m.get("device") and self.cuda:
-            t = torch.ones(1, device=self.device)
-            t += 1
+    def op_forget(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
+        """The judge's calibration is over: its reference model and outputs are dropped."""
+        self.forget()
+        return {"forgotten": True}
+
+    def forget(self) -> None:
+        """Nothing of the reference survives into the candidate's code: its models, outputs and
+        the cuBLAS workspaces its calls left cached in the arena (whose pages the judge then
+        marks untouched again, arena.py)."""
+        import gc
+
+        self.shapes.clear()
+        self.held, self.round_outputs, self.copies = [], [], []
+        gc.collect()
+        if self.cuda:
             torch.cuda.synchronize()
-        return {"pong": True}
+            clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+            if clear is not None:
+                clear()
+            torch.cuda.synchronize()
 
     def op_regions(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
         """Map the judge's region of one shape: its input sets and (on CPU) output slots."""
@@ -220,7 +251,10 @@ class CandidateServer:
         # snapshot alone costs milliseconds); op_describe, after the clock, reports it.
         with self.candidate_code("a timed call", check=False), torch.no_grad():
             self.round_outputs = [model(*args) for args in sets]
-        if not launches.launches(self.module_name):
+        if m.get("reference"):  # the judge's calibration (the task's Model): no kernel of ours
+            if self.module is not None:
+                raise RuntimeError("a reference round after the candidate's import")
+        elif not launches.launches(self.module_name):
             raise Refusal(
                 "rejected", "a timed call launched no @triton.jit kernel", "no-triton-launch"
             )

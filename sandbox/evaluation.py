@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -50,8 +49,8 @@ MEMORY_SLACK = 1 << 30
 # The most output bytes the reuse check holds at once, and about the most seconds it takes.
 REUSE_BYTES = 4 << 30
 REUSE_S = 2.0
-# Device memory the judge keeps for itself beside the arena, in task footprints.
-JUDGE_RESERVE = 4
+# Device memory the judge keeps beside the arena past its estimate of its own work.
+JUDGE_MARGIN = 2 << 30
 _STATUSES_FROM_CANDIDATE = ("rejected", "compile_error", "runtime_error", "incorrect")
 
 
@@ -86,7 +85,11 @@ class Evaluation(TimedChecks):
         self.main_region: Any = None  # (region, layout) of the task's shape
         self.variant_region: Any = None
         self.regions_bytes = 0
-        self.fill_ms = self.rtt_ms = self.snap_ms = 0.0
+        self.fill_ms = 0.0  # the judge's input writes of one round, measured alone
+        self.eager_ms: float | None = None  # eager per call, in the judge's own process
+        self.wall_ms: float | None = None  # the reference per call through the wall
+        self.wall_overhead_ms: float | None = None  # the difference: taken out of each call
+        self.wall_error = ""  # why the wall's cost could not be measured
         self.round_parts: tuple[float, ...] = ()  # medians: inputs, candidate's part, copy
         self.timed, self.calls = False, 1
         self.call_s = float("inf")  # the fastest checked call so far, seconds
@@ -115,8 +118,14 @@ class Evaluation(TimedChecks):
             if timed:  # before the candidate's process exists: nothing of it beside eager
                 self.calibrate(calls)
                 baseline = self.baseline_rounds(calls)
+                self.eager_ms = baseline["eager"].median_ms
         with self.step("load"):
             self.start()
+        if timed:
+            with self.step("wall"):  # before the candidate's code: what a round's wall costs
+                self.calibrate_wall(calls)
+        with self.step("load"):
+            self.watch_memory()
             self.build("main", self.ctx.main)
         with self.step("trials"):
             self.check_trials()
@@ -149,6 +158,7 @@ class Evaluation(TimedChecks):
         self.deadline = time.monotonic() + self.config.timeout_s  # timing has a limit of its own
         with self.step("timing"):
             candidate = self.candidate_rounds(calls)
+        self.snap_buf = None  # the round's snapshot: its room goes back to the judge's checks
         with self.step("drift"):
             self.check_drift(calls=1, after="after timing")
         self.check_memory()
@@ -177,9 +187,20 @@ class Evaluation(TimedChecks):
         return self.timed_result(base, timings, notes)
 
     def timing_note(self, calls: int) -> str:
-        cal = f"input writes {self.fill_ms:.4f} ms"
-        if self.arena is not None:
-            cal += f", round trip {self.rtt_ms:.4f} ms, output copy {self.snap_ms:.4f} ms"
+        cal = f"input writes {self.fill_ms:.4f} ms a round"
+        if self.wall_overhead_ms is not None:
+            cal += (
+                f"; the wall's share {self.wall_overhead_ms:.4f} ms a call: the task's own Model "
+                f"timed the same way in the candidate's process before its code was imported, "
+                f"{self.wall_ms:.4f} ms a call, against eager's {self.eager_ms:.4f} ms in the "
+                "judge's"
+            )
+        else:
+            cal += (
+                "; the wall's share could not be measured"
+                + (f" ({self.wall_error})" if self.wall_error else "")
+                + ": the candidate's times include it (never faster than its truth)"
+            )
         if self.round_parts:
             fill, cand, copy = self.round_parts
             cal += (
@@ -236,24 +257,11 @@ class Evaluation(TimedChecks):
             )
         except RuntimeError as e:
             raise Verdict("crashed", f"internal evaluator error: {e}", rule="worker-start") from e
-        # One round with no work, the evaluator's own code answering, before the candidate's
-        # code is imported: the round trip and, on a GPU, the switches between the judge's
-        # context and the candidate's (measured on the H200: ~1 ms a round). It is what the
-        # judge takes out of each timed round beside its own input writes and output copy.
-        trips = []
-        for _ in range(20):
-            self.sync()
-            started = time.perf_counter()
-            if self.arena is not None:
-                region = self.main_region[0]
-                region.flat[:4].copy_(region.flat[4:8])
-                self.sync()
-            self.req({"op": "ping", "device": self.arena is not None}, expect=("pong",)).close()
-            if self.arena is not None:
-                self.arena.view(0, 512).clone()
-                self.sync()
-            trips.append((time.perf_counter() - started) * 1000.0)
-        self.rtt_ms = statistics.median(trips[2:])
+
+    def watch_memory(self) -> None:
+        """The driver's account of the candidate's process, from here on (nvml.py): what it
+        holds now (its CUDA context, the libraries the wall's calibration loaded) is the
+        baseline, past which its code's device memory shows."""
         if self.w.cuda:
             from .nvml import Sampler, available
 
@@ -267,12 +275,24 @@ class Evaluation(TimedChecks):
 
     def arena_bytes(self) -> int:
         """The arena is the candidate's device memory limit, within what the device has free
-        once the judge keeps room for its own checks (the reference, its float64 twin on the
-        device, the outputs it compares: JUDGE_RESERVE x the task's footprint)."""
+        once the judge keeps room for its own work (judge_bytes); never less than one
+        reference call needs, the room the wall's calibration and an honest candidate take."""
+        torch = self.torch
         limit = self.limit_bytes() or (8 << 30)
-        free, _ = self.torch.cuda.mem_get_info()
-        reserve = JUDGE_RESERVE * self.ctx.main.footprint + (4 << 30)
-        return max(256 << 20, min(limit, free - reserve))
+        torch.cuda.empty_cache()  # blocks the judge's setup freed count as free
+        free, _ = torch.cuda.mem_get_info()
+        shape = self.ctx.main
+        floor = min(limit, (shape.ref_peak or shape.footprint) + (1 << 30))
+        return max(256 << 20, min(limit, max(floor, free - self.judge_bytes())))
+
+    def judge_bytes(self) -> int:
+        """What the judge itself allocates beside the arena while it checks and times: the
+        float64 twin of a reference call (twice its peak), eager's outputs and the pristine
+        inputs (the footprint), one round's snapshot of the outputs, and a margin."""
+        shape = self.ctx.main
+        ref = shape.ref_peak or shape.footprint
+        snapshot = self.calls * (shape.output_bytes + 512 * max(1, len(shape.out_meta)))
+        return 2 * ref + shape.footprint + snapshot + JUDGE_MARGIN
 
     def arena_short(self) -> bool:
         """The arena is smaller than the memory rule's limit (the device had no more room)."""
@@ -382,7 +402,9 @@ class Evaluation(TimedChecks):
             )
         return got
 
-    def build(self, name: str, shape) -> None:
+    def build(self, name: str, shape, reference: bool = False) -> None:
+        """ModelNew (reference: the task's own Model, the wall's calibration) at one shape in
+        the candidate's process, holding the reference's parameters; then the shape's region."""
         named = [*shape.ref.named_parameters(), *shape.ref.named_buffers()]
         # One memfd for all of them: a level-3 model has hundreds (one message carries 64 fds).
         packed, descs = transport.pack([t.detach() for _, t in named], 0)
@@ -401,6 +423,7 @@ class Evaluation(TimedChecks):
                         [list(s), str(d).removeprefix("torch.")] for s, d in shape.out_meta
                     ],
                     "params": params,
+                    **({"reference": True} if reference else {}),
                 },
                 fds,
                 expect=("ok",),

@@ -445,12 +445,15 @@ class EvalPool:
                 rss = rss_bytes(worker.proc.pid)
                 if rss is not None and rss > memory_cap:
                     worker.kill()
+                    # The candidate runs in a process of its own with its own limit: this is
+                    # the judge's memory, an evaluator error whatever the candidate did.
                     return self._failure(
                         job,
                         "crashed",
-                        "memory",
-                        f"the worker used {rss / 2**30:.1f} GB of host memory during {phase} "
-                        f"(limit {config.host_memory_gb:g} GB) and was killed",
+                        "evaluator",
+                        f"internal evaluator error: the judge (the worker process) used "
+                        f"{rss / 2**30:.1f} GB of host memory during {phase} (limit "
+                        f"{config.host_memory_gb:g} GB) and was killed",
                     ), False
                 if not worker.alive():
                     return self._death(worker, job, phase), False

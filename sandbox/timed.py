@@ -15,11 +15,16 @@ every output:
   after the clock started, and the judge reads the outputs itself: work done before the clock
   had nothing to work on, work left for after it is missing from the copy (a wrong output).
 
-From each time the judge takes out what it did itself, measured alone before the candidate's
-process existed: writing the inputs, and (the candidate only) one round trip of its channel
-with the evaluator's own code answering and the copy of the outputs. A candidate can make its
-rounds slower; what it can gain is its end of the round trip (measured on the H200: 15 us
-blocking, 11 us spinning), spread over a round of ROUND_MS or more.
+From each time the judge takes out what it did itself, measured alone: writing the inputs
+(before the candidate's process existed) and, for the candidate, the wall's share of a round.
+That share (the switches between the judge's CUDA context and the candidate's, the channel, the
+judge's copy of the outputs: 0.3-1 ms a round on the H200, growing with the outputs) is measured
+on the task's own Model: built in the candidate's process before its code is imported, timed
+in rounds exactly as the candidate will be; its time per call less eager's in the judge's
+process is what each of the candidate's calls is relieved of. The candidate's code cannot touch
+that measurement (it ran before the import) and can make its rounds slower; what it can gain is
+its end of the channel the evaluator's code serves (measured on the H200: 15 us blocking, 11 us
+spinning), spread over a round of ROUND_MS or more.
 """
 
 from __future__ import annotations
@@ -148,24 +153,34 @@ class TimedChecks:
             fills.append((time.perf_counter() - started) * 1000.0)
         self.fill_ms = statistics.median(fills)
 
-    def calibrate_snapshot(self, n: int) -> None:
-        """The judge's copy of n calls' outputs out of the arena, measured alone."""
-        nbytes = [
-            max(1, sum(_numel(s) * _esize(d, self.torch) for s, d in self.ctx.main.out_meta))
-            for _ in range(n)
-        ]
-        snaps = []
-        for _ in range(CALIBRATION_REPS):
-            self.sync()
-            started = time.perf_counter()
-            offset = 0
-            self.snap_cursor = 0
-            for b in nbytes:
-                self.snap_into(self.arena.view(offset, b))
-                offset += -(-b // 512) * 512
-            self.sync()
-            snaps.append((time.perf_counter() - started) * 1000.0)
-        self.snap_ms = statistics.median(snaps)
+    def calibrate_wall(self, n: int) -> None:
+        """What the wall costs a round, measured on the task's own Model before the candidate's
+        code is imported: the reference, built in the candidate's process with the judge's
+        parameters, timed in rounds exactly as the candidate will be (inputs written, "round",
+        its outputs copied out by the judge). Its time per call less eager's in the judge's own
+        process is the wall's share (the context switches, the channel, the judge's copy), which
+        the judge takes out of each of the candidate's rounds. On failure nothing is taken out
+        (the candidate's times are then its true time plus the wall's: never faster)."""
+        self.wall_ms = self.wall_overhead_ms = None
+        try:
+            self.build("main", self.ctx.main, reference=True)
+            walls = []
+            for r in range(self.config.warmup + self.timed_reps()):
+                _, sets = self.draw_sets(n)
+                wall, _, _ = self.wall_round(n, sets, reference=True)
+                self.req({"op": "release"}, expect=("released",)).close()
+                if r >= self.config.warmup:
+                    walls.append(wall / n)
+        except Verdict as v:  # before any candidate code: the evaluator's side failed
+            self.wall_error = _one_line(v.message)
+        else:
+            self.wall_ms = statistics.median(walls)
+            eager = self.eager_ms
+            if eager is not None:
+                self.wall_overhead_ms = max(0.0, self.wall_ms - eager)
+        self.req({"op": "forget"}, expect=("forgotten",)).close()
+        if self.arena is not None:
+            self.arena.rearm()  # the reference's pages count as untouched again
 
     def baseline_rounds(self, n: int) -> dict[str, Any]:
         """Eager and torch.compile, timed in rounds of n calls before any candidate process."""
@@ -212,32 +227,13 @@ class TimedChecks:
         parts: list[tuple[float, float, float]] = []  # per round: inputs, the candidate, copy
         failures: list[tuple[str, str]] = []
         reps = self.timed_reps()
+        overhead = self.wall_overhead_ms or 0.0
         for r in range(cfg.warmup + reps):
             _, sets = self.draw_sets(n)
-            values = [x if not isinstance(x, torch.Tensor) else None for x in sets[0]]
-            self.flush_l2()
-            self.sync()
-            self.sampler_pause(True)
-            started = time.perf_counter()
-            self.fill_sets(sets)
-            self.sync()
-            filled = time.perf_counter()
-            got = self.req({"op": "round", "calls": n, "values": values}, expect=("spans",))
-            replied = time.perf_counter()
-            try:
-                snaps = self.snapshot(got.message.get("spans"), n)
-                self.sync()
-                stopped = time.perf_counter()
-            finally:
-                got.close()
-                self.sampler_pause(False)
-            wall = (stopped - started) * 1000.0
-            overhead = self.fill_ms + (0.0 if self.host_clock() else self.rtt_ms + self.snap_ms)
+            wall, part, snaps = self.wall_round(n, sets)
             if r >= cfg.warmup:
-                samples.append(max(wall - overhead, 0.0) / n)
-                parts.append(
-                    ((filled - started) * 1e3, (replied - filled) * 1e3, (stopped - replied) * 1e3)
-                )
+                samples.append(max(wall / n - overhead, 0.0))
+                parts.append(part)
             outs = self.describe_round(snaps, n)
             for k in range(n):
                 with torch.no_grad():
@@ -263,6 +259,35 @@ class TimedChecks:
         if parts:  # what a round was made of, for the audit (Evaluation.timing_note)
             self.round_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
         return summarize(samples)
+
+    def wall_round(
+        self, n: int, sets: list[list[Any]], reference: bool = False
+    ) -> tuple[float, tuple[float, float, float], list[Any]]:
+        """One timed round in the candidate's process: (milliseconds less the judge's input
+        writes, its parts: inputs, the candidate's process, the copy; the judge's copies)."""
+        torch = self.torch
+        values = [x if not isinstance(x, torch.Tensor) else None for x in sets[0]]
+        message = {"op": "round", "calls": n, "values": values}
+        if reference:
+            message["reference"] = True
+        self.flush_l2()
+        self.sync()
+        self.sampler_pause(True)
+        started = time.perf_counter()
+        self.fill_sets(sets)
+        self.sync()
+        filled = time.perf_counter()
+        got = self.req(message, expect=("spans",))
+        replied = time.perf_counter()
+        try:
+            snaps = self.snapshot(got.message.get("spans"), n)
+            self.sync()
+            stopped = time.perf_counter()
+        finally:
+            got.close()
+            self.sampler_pause(False)
+        parts = ((filled - started) * 1e3, (replied - filled) * 1e3, (stopped - replied) * 1e3)
+        return (stopped - started) * 1e3 - self.fill_ms, parts, snaps
 
     def snapshot(self, spans: Any, n: int) -> list[Any]:
         """Inside the clock: the judge's own copy of each output's bytes (GPU: from the arena
@@ -306,7 +331,8 @@ class TimedChecks:
         start = self.snap_cursor
         end = start + -(-n // 512) * 512
         if getattr(self, "snap_buf", None) is None or self.snap_buf.numel() < end:
-            size = max(end, 2 * self.calls * max(self.ctx.main.output_bytes, 1))
+            out = self.ctx.main
+            size = max(end, self.calls * (out.output_bytes + 512 * max(1, len(out.out_meta))))
             self.snap_buf = torch.empty(size, dtype=torch.uint8, device=src.device)
         out = self.snap_buf[start : start + n]
         out.copy_(src)
