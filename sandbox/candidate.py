@@ -27,6 +27,7 @@ import io
 import os
 import socket
 import sys
+import time
 import traceback
 import types
 from pathlib import Path
@@ -249,8 +250,11 @@ class CandidateServer:
         launches.reset()
         # Inside the judge's clock: no check of this process's own state here (the integrity
         # snapshot alone costs milliseconds); op_describe, after the clock, reports it.
+        began = time.perf_counter()
         with self.candidate_code("a timed call", check=False), torch.no_grad():
             self.round_outputs = [model(*args) for args in sets]
+            launched = time.perf_counter()
+        ended = time.perf_counter()
         if m.get("reference"):  # the judge's calibration (the task's Model): no kernel of ours
             if self.module is not None:
                 raise RuntimeError("a reference round after the candidate's import")
@@ -261,7 +265,10 @@ class CandidateServer:
         spans = []
         for k, out in enumerate(self.round_outputs):
             spans.append(self.spans(out, k, buffers))
-        return {"spans": spans}
+        # This process's own account of the round (a claim: the audit prints it, nothing uses
+        # it): launching the calls, then waiting for the device.
+        inside = [(launched - began) * 1e3, (ended - launched) * 1e3]
+        return {"spans": spans, "inside": inside}
 
     def op_describe(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
         """The last round's outputs, described (after the judge's clock stopped)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import statistics
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -91,6 +92,9 @@ class Evaluation(TimedChecks):
         self.wall_overhead_ms: float | None = None  # the difference: taken out of each call
         self.wall_error = ""  # why the wall's cost could not be measured
         self.round_parts: tuple[float, ...] = ()  # medians: inputs, candidate's part, copy
+        self.wall_parts: tuple[float, ...] = ()  # the same of the reference's rounds
+        # What the candidate's process says of its rounds (reference rounds: True), a claim.
+        self.inside_claims: dict[bool, list[tuple[float, ...]]] = {True: [], False: []}
         self.timed, self.calls = False, 1
         self.call_s = float("inf")  # the fastest checked call so far, seconds
         self.sampler: Any = None  # nvml.Sampler: the candidate's device memory past the arena
@@ -201,12 +205,20 @@ class Evaluation(TimedChecks):
                 + (f" ({self.wall_error})" if self.wall_error else "")
                 + ": the candidate's times include it (never faster than its truth)"
             )
-        if self.round_parts:
-            fill, cand, copy = self.round_parts
-            cal += (
-                f"; a round's median parts: inputs {fill:.4f} ms, the candidate's process "
-                f"{cand:.4f} ms, output copy {copy:.4f} ms"
-            )
+        for what, parts, claims in (
+            ("the reference's", self.wall_parts, self.inside_claims[True]),
+            ("the candidate's", self.round_parts, self.inside_claims[False]),
+        ):
+            if parts:
+                fill, cand, copy = parts
+                cal += (
+                    f"; {what} rounds, median parts: inputs {fill:.4f} ms, its process "
+                    f"{cand:.4f} ms, output copy {copy:.4f} ms"
+                )
+            if claims:
+                launch = statistics.median(c[0] for c in claims)
+                wait = statistics.median(c[1] for c in claims)
+                cal += f" (its process says: launching {launch:.4f} ms, waiting {wait:.4f} ms)"
         return (
             f"the judge's clock: median of {self.timed_reps()} rounds of {calls} call(s), fresh "
             "inputs written by the judge inside its clock, each call's output copied out by the "

@@ -164,17 +164,20 @@ class TimedChecks:
         self.wall_ms = self.wall_overhead_ms = None
         try:
             self.build("main", self.ctx.main, reference=True)
-            walls = []
+            walls: list[float] = []
+            parts: list[tuple[float, float, float]] = []
             for r in range(self.config.warmup + self.timed_reps()):
                 _, sets = self.draw_sets(n)
-                wall, _, _ = self.wall_round(n, sets, reference=True)
+                wall, part, _ = self.wall_round(n, sets, reference=True)
                 self.req({"op": "release"}, expect=("released",)).close()
                 if r >= self.config.warmup:
                     walls.append(wall / n)
+                    parts.append(part)
         except Verdict as v:  # before any candidate code: the evaluator's side failed
             self.wall_error = _one_line(v.message)
         else:
             self.wall_ms = statistics.median(walls)
+            self.wall_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
             eager = self.eager_ms
             if eager is not None:
                 self.wall_overhead_ms = max(0.0, self.wall_ms - eager)
@@ -287,6 +290,9 @@ class TimedChecks:
             got.close()
             self.sampler_pause(False)
         parts = ((filled - started) * 1e3, (replied - filled) * 1e3, (stopped - replied) * 1e3)
+        inside = got.message.get("inside")
+        if isinstance(inside, list) and len(inside) == 2:  # its process's claim, for the audit
+            self.inside_claims[reference].append(tuple(float(v) for v in inside))
         return (stopped - started) * 1e3 - self.fill_ms, parts, snaps
 
     def snapshot(self, spans: Any, n: int) -> list[Any]:
