@@ -17,17 +17,17 @@ for step in "$@"; do
     name=${step%%:*}; limit=${step#*:}; [ "$limit" = "$step" ] && limit=300
     echo "== $name (limit ${limit}s) $(date -u +%H:%M:%S)"
     case $name in
-        bench1) timeout "$limit" python3 benchmarks/judge_bench.py $L1/20_LeakyReLU.py \
+        bench1) timeout "$limit" python3 benchmarks/judge_bench.py ${BENCH_TASKS:-$L1/20_LeakyReLU.py \
             $L1/25_Swish.py $L1/100_HingeLoss.py $L1/37_FrobeniusNorm_.py \
             $L1/2_Standard_matrix_multiplication_.py $L1/34_InstanceNorm.py \
-            $L2/32_Conv2d_Scaling_Min.py $L2/14_Gemm_Divide_Sum_Scaling.py \
+            $L2/32_Conv2d_Scaling_Min.py $L2/14_Gemm_Divide_Sum_Scaling.py} \
             --results "$out/RESULTS-judge.md" ;;
         switch) timeout "$limit" python3 benchmarks/switch_probe.py ;;
         harnessT) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
             --throughput-only --results "$out/RESULTS-harness.md" ;;
         zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
             tests/test_remote.py ;;
-        gpu) timeout "$limit" python3 -m pytest -q -p no:cacheprovider -m gpu ;;
+        gpu) timeout "$limit" python3 -m pytest -v --tb=line -p no:cacheprovider -m gpu ;;
         harness) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
             --results "$out/RESULTS-harness.md" ;;
         clock) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_judge_clock.py ;;

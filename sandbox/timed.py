@@ -46,6 +46,15 @@ MAX_CALLS = 64
 ROUND_BYTES = 2 << 30
 # Calibration repetitions of the judge's own work (median taken).
 CALIBRATION_REPS = 15
+# The wall's calibration (the reference's rounds in the candidate's process): a near-constant
+# share of a round, so fewer rounds than the candidate's give its median.
+WALL_WARMUP = 3
+WALL_REPS = 20
+# Eager's and torch.compile's rounds serve the next candidates of the same task and config for
+# this long: they were timed with no candidate process alive, and nothing of a candidate
+# outlives its verdict, so they are as true for the next one; past it they are timed again
+# (the device's clocks drift over minutes).
+BASELINE_TTL_S = 120.0
 # Timed rounds are fewer for tasks whose outputs are so large that checking each costs seconds.
 TIMED_OUTPUT_BYTES = 64 << 30
 MIN_TIMED_REPS = 10
@@ -141,6 +150,27 @@ class TimedChecks:
         for k, values in enumerate(sets):
             fill(region.flat, layout.inputs[k], values)
 
+    def kept_baseline(self) -> tuple[int, float, dict[str, Any]] | None:
+        """(calls, input-write ms, eager's and torch.compile's samples) of an earlier candidate
+        of this task and config, timed less than BASELINE_TTL_S ago; None if there is none."""
+        kept = self.ctx.baseline
+        if kept is None:
+            return None
+        key, when, calls, fill_ms, samples = kept
+        age = time.monotonic() - when
+        if key != self.baseline_key() or age > BASELINE_TTL_S:
+            return None
+        self.baseline_age_s = age
+        return calls, fill_ms, samples
+
+    def keep_baseline(self, calls: int, samples: dict[str, Any]) -> None:
+        self.ctx.baseline = (self.baseline_key(), time.monotonic(), calls, self.fill_ms, samples)
+
+    def baseline_key(self) -> str:
+        import json
+
+        return json.dumps(self.config.to_dict(), sort_keys=True, default=str)
+
     def calibrate(self, n: int) -> None:
         """The judge's own parts of a round, measured alone (no candidate process alive)."""
         _, sets = self.draw_sets(n)
@@ -166,11 +196,12 @@ class TimedChecks:
             self.build("main", self.ctx.main, reference=True)
             walls: list[float] = []
             parts: list[tuple[float, float, float]] = []
-            for r in range(self.config.warmup + self.timed_reps()):
+            warmup = min(self.config.warmup, WALL_WARMUP)
+            for r in range(warmup + min(self.timed_reps(), WALL_REPS)):
                 _, sets = self.draw_sets(n)
                 wall, part, _ = self.wall_round(n, sets, reference=True)
                 self.req({"op": "release"}, expect=("released",)).close()
-                if r >= self.config.warmup:
+                if r >= warmup:
                     walls.append(wall / n)
                     parts.append(part)
         except Verdict as v:  # before any candidate code: the evaluator's side failed

@@ -99,6 +99,9 @@ class TaskContext:
     ceilings: Any = None
     notes: list[str] = field(default_factory=list)
     setup_s: dict[str, float] = field(default_factory=dict)  # seconds per step of building it
+    # Eager's and torch.compile's rounds by the judge's clock, kept for the next candidates of
+    # the same config (timed.py BASELINE_TTL_S): (config key, when, calls, fill ms, samples).
+    baseline: tuple[str, float, int, float, dict[str, Any]] | None = None
 
 
 class Worker:
