@@ -344,7 +344,16 @@ class Evaluation(TimedChecks):
         )
         layout = Layout.plan(template, shape.out_meta, sets, slots=not self.w.cuda)
         try:
-            region = create_region(layout.nbytes, self.w.cuda)
+            try:
+                region = create_region(layout.nbytes, self.w.cuda)
+            except RuntimeError:
+                if not self.w.cuda:
+                    raise
+                # The driver's memory, not torch's: blocks the judge's checks left cached in
+                # torch's allocator go back first (measured on the H200: the variant region of
+                # Swish, Frobenius norm and InstanceNorm at full size found none otherwise).
+                self.torch.cuda.empty_cache()
+                region = create_region(layout.nbytes, self.w.cuda)
         except (OSError, RuntimeError) as e:
             raise Verdict(
                 "crashed",
