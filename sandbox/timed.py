@@ -322,7 +322,11 @@ class TimedChecks:
             self.sampler_pause(False)
         parts = ((filled - started) * 1e3, (replied - filled) * 1e3, (stopped - replied) * 1e3)
         inside = got.message.get("inside")
-        if isinstance(inside, list) and len(inside) == 2:  # its process's claim, for the audit
+        if (  # its process's claim, for the audit; anything but two numbers is ignored
+            isinstance(inside, list)
+            and len(inside) == 2
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in inside)
+        ):
             self.inside_claims[reference].append(tuple(float(v) for v in inside))
         return (stopped - started) * 1e3 - self.fill_ms, parts, snaps
 
@@ -438,17 +442,6 @@ class TimedChecks:
             )
         else:
             self.timed_edge_cases += 1
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-def _esize(dtype, torch) -> int:
-    return torch.empty((), dtype=dtype).element_size()
 
 
 def _interpreter_timings() -> Timings:

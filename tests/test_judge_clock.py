@@ -94,3 +94,19 @@ def test_the_judges_clock_on_the_gpu_against_forged_clocks(pool):
     assert forged.status == honest.status == "ok", (forged.summary(), honest.summary())
     ratio = honest.timings.candidate.median_ms / forged.timings.candidate.median_ms
     assert ratio <= 1.03, (ratio, forged.timings, honest.timings)
+
+
+def test_the_walls_share_is_measured_on_the_tasks_model_before_the_candidate(pool):
+    """The judge times the task's own Model in the candidate's process (before the import) and
+    takes only the difference from eager out: never the candidate's own work."""
+    from test_zoo import HONEST_AFFINE
+
+    result = pool.submit(AFFINE, HONEST_AFFINE, TIMED).result()
+    assert result.status == "ok", result.summary()
+    note = result.timings.note
+    assert "the wall's share" in note and "the task's own Model timed" in note, note
+    assert "wall" in result.phases_s
+    # The second candidate of the task reuses eager's rounds, and says so.
+    again = pool.submit(AFFINE, HONEST_AFFINE, TIMED).result()
+    assert "for an earlier candidate of this task" in again.timings.note
+    assert again.phases_s["baseline"] < 0.5
