@@ -75,8 +75,8 @@ RULES: dict[str, str] = {
     "model-new": "no top-level `class ModelNew(nn.Module)` (exactly one, nn.Module its only "
     "base, no decorators or metaclass, the name never rebound)",
     "no-triton": "no top-level function decorated with @triton.jit",
-    "global": "a nonlocal statement, or a global of a dunder, ModelNew or the task's names (a "
-    "global of the file's plain names, as a lazy cache, is allowed)",
+    "global": "a global or nonlocal of a dunder, ModelNew or the task's names (either of "
+    "a plain name, as a lazy cache or a closure's counter, is allowed)",
     "special-method": "a special method other than __init__, __repr__/__str__, __post_init__, "
     "comparison/container ones and a helper class's __call__ (__del__, __getattr__, __exit__, "
     "__torch_function__, ... run code at moments the evaluator does not control), or a metaclass",

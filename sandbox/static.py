@@ -462,11 +462,13 @@ class _Checker(ast.NodeVisitor):
         `_cache = None; def get(): global _cache; ...`). It adds no capability: module state
         across calls is already a module-level dict or an lru_cache away, and what such state
         could do wrong (a stale or drifting result) is caught by the judge, which checks every
-        call's output on fresh inputs (trials, drift, reuse). Refused: `nonlocal`, and `global`
-        of a dunder (a module __getattr__ or __builtins__ bound from inside a function, where
-        the module-level check does not see it) or of ModelNew or the task's names."""
+        call's output on fresh inputs (trials, drift, reuse). `nonlocal` of a plain name is
+        accepted too (issue 25: an honest helper's closure counter); it rebinds an enclosing
+        function's local, less than a global does. Refused: either of a dunder (a module
+        __getattr__ or __builtins__ bound from inside a function, where the module-level check
+        does not see it; a closure's `__class__` cell) or of ModelNew or the task's names."""
         keyword = "global" if isinstance(node, ast.Global) else "nonlocal"
-        if isinstance(node, ast.Global) and not any(
+        if not any(
             _is_dunder(n) or n.startswith("__") or n in _REFERENCE_NAMES or n == "ModelNew"
             for n in node.names
         ):

@@ -63,8 +63,8 @@ _MESSAGES: dict[str, str] = {
     "no-triton": "no top-level function decorated with @triton.jit: write the kernel in this "
     "file (optionally under @triton.autotune/@triton.heuristics) and launch it from "
     "ModelNew.forward",
-    "global": "`{what}` rebinds a name outside its function that is not this file's plain "
-    "module-level name (a nonlocal, a dunder, ModelNew or the task's names). Keep per-model "
+    "global": "`{what}` rebinds a name outside its function that is not a plain name (a "
+    "dunder, ModelNew or the task's names). Keep per-model "
     "state on self and compute every call from its inputs; a module-level cache may use "
     "`global` of a plain name (`global _cache`)",
     "special-method": "`{what}` changes how Python treats your objects (finalizers, attribute "

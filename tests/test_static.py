@@ -458,7 +458,10 @@ OBFUSCATED = [
     ("reference", "x = 'get_init_inputs'  # <-"),
     ("reference", "def f():\n    return get_inputs()  # <-"),
     ("reference", "def f(Model):  # <-\n    pass"),
-    ("global", "def f():\n    x = 1\n\n    def g():\n        nonlocal x  # <-\n\n    return g"),
+    (
+        "global",
+        "def f():\n    __n__ = 1\n\n    def g():\n        nonlocal __n__  # <-\n\n    return g",
+    ),
     ("try", "def f():\n    try:  # <-\n        return 1\n    finally:\n        pass"),
     ("try", "try:  # <-\n    pass\nexcept* ValueError:\n    pass"),
 ]

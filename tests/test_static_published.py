@@ -77,6 +77,18 @@ def scale(x):
 """
 
 ACCEPTED = {
+    # issue 25: a closure's counter in an honest helper was refused.
+    "nonlocal-counter": """
+def counter():
+    n = 0
+
+    def bump():
+        nonlocal n
+        n += 1
+        return n
+
+    return bump
+""",
     "ctx-attributes": FUNCTION.format(decorator=""),
     "ctx-from-import": "from torch.autograd import Function\n\n\n"
     + FUNCTION.format(decorator="").replace("torch.autograd.Function", "Function"),
@@ -362,10 +374,13 @@ REFUSED = [
     ("import", "from contextlib import ExitStack  # <-"),
     ("import", "import contextlib\nc = getattr(contextlib, 'suppress')  # <-"),
     ("import", "import contextlib as c\nx = c.redirect_stdout  # <-"),
-    # global: the file's plain names only; nonlocal stays refused.
+    # global and nonlocal: plain names only.
     ("global", "def f():\n    global __getattr__  # <-\n    __getattr__ = print"),
     ("global", "def f():\n    global ModelNew  # <-\n    ModelNew = None"),
-    ("global", "def f():\n    x = 1\n\n    def g():\n        nonlocal x  # <-\n\n    return g"),
+    (
+        "global",
+        "def f():\n    __n__ = 1\n\n    def g():\n        nonlocal __n__  # <-\n\n    return g",
+    ),
     # __call__: a helper's; ModelNew's call stays nn.Module's; other special methods refused.
     ("special-method", "class Box:\n    def __getattr__(self, name):  # <-\n        return 1"),
     ("special-method", "class Box:\n    __call__ = print  # <-"),
