@@ -205,7 +205,8 @@ class TimedChecks:
                     walls.append(wall / n)
                     parts.append(part)
         except Verdict as v:  # before any candidate code: the evaluator's side failed
-            self.wall_error = _one_line(v.message)
+            lines = str(v.message).strip().splitlines()
+            self.wall_error = lines[0][:300] if lines else v.status
         else:
             self.wall_ms = statistics.median(walls)
             self.wall_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
