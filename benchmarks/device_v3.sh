@@ -23,6 +23,7 @@ for step in "$@"; do
             $L2/32_Conv2d_Scaling_Min.py $L2/14_Gemm_Divide_Sum_Scaling.py} \
             --results "$out/RESULTS-judge.md" ;;
         switch) timeout "$limit" python3 benchmarks/switch_probe.py ;;
+        launch) timeout "$limit" python3 benchmarks/launch_probe.py ;;
         harnessT) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
             --throughput-only --results "$out/RESULTS-harness.md" ;;
         zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
