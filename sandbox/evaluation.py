@@ -299,13 +299,18 @@ class Evaluation(TimedChecks):
     def arena_bytes(self) -> int:
         """The arena is the candidate's device memory limit, within what the device has free
         once the judge keeps room for its own work (judge_bytes); never less than one
-        reference call needs, the room the wall's calibration and an honest candidate take."""
+        reference call needs beside the one output the reuse check holds at the least (two
+        calls' outputs at once: `reuse_calls`), the room the wall's calibration and an honest
+        candidate take. Without the held output, InstanceNorm at KernelBench's size (7.5 GB
+        outputs, a call's peak 15 GB) got a 15 GiB arena on the H200 and every honest candidate
+        ended `crashed [evaluator]` in the reuse check."""
         torch = self.torch
         limit = self.limit_bytes() or (8 << 30)
         torch.cuda.empty_cache()  # blocks the judge's setup freed count as free
         free, _ = torch.cuda.mem_get_info()
         shape = self.ctx.main
-        floor = min(limit, (shape.ref_peak or shape.footprint) + (1 << 30))
+        held = shape.output_bytes + 512 * max(1, len(shape.out_meta))
+        floor = min(limit, (shape.ref_peak or shape.footprint) + held + (1 << 30))
         return max(256 << 20, min(limit, max(floor, free - self.judge_bytes())))
 
     def judge_bytes(self) -> int:

@@ -1,0 +1,52 @@
+"""The arena's size (sandbox/evaluation.py `arena_bytes`) where the device is short of room."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from kernelwright.sandbox.evaluation import Evaluation
+
+GiB = 1 << 30
+
+
+class _Cuda:
+    def __init__(self, free: int):
+        self.free = free
+
+    def empty_cache(self) -> None:
+        pass
+
+    def mem_get_info(self) -> tuple[int, int]:
+        return self.free, 141 * GiB
+
+
+def _evaluation(free: int, ref_peak: int, output: int, limit: int) -> SimpleNamespace:
+    shape = SimpleNamespace(ref_peak=ref_peak, footprint=output, output_bytes=output, out_meta=[{}])
+    ev = SimpleNamespace(
+        torch=SimpleNamespace(cuda=_Cuda(free)),
+        ctx=SimpleNamespace(main=shape),
+        calls=1,
+        config=SimpleNamespace(reuse_calls=8, drift_calls=3),
+        call_s=float("inf"),
+        limit_bytes=lambda: limit,
+    )
+    ev.judge_bytes = lambda: Evaluation.judge_bytes(ev)
+    return ev
+
+
+def test_a_short_device_still_gives_room_for_a_call_beside_the_held_output():
+    # InstanceNorm at KernelBench's size on the H200: 7.5 GB outputs, a call's peak 15 GB, the
+    # judge's own estimate leaving 15 GiB: the reuse check holds one output while the next call
+    # runs, so the arena needs a call's peak and one output at the least.
+    output, peak = 7_516_192_768, 15_032_385_536
+    ev = _evaluation(free=80 * GiB, ref_peak=peak, output=output, limit=4 * peak)
+    arena = Evaluation.arena_bytes(ev)
+    ev.arena = SimpleNamespace(nbytes=arena)
+    held = Evaluation.reuse_calls(ev) - 1
+    assert arena >= peak + held * output
+    assert arena < 4 * peak  # still within what the device has, not the rule's whole limit
+
+
+def test_a_device_with_room_gives_the_whole_limit():
+    ev = _evaluation(free=120 * GiB, ref_peak=GiB, output=GiB // 2, limit=5 * GiB)
+    assert Evaluation.arena_bytes(ev) == 5 * GiB
