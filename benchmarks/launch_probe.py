@@ -93,6 +93,16 @@ def child(home: str, arena_so: str, arena_fd: int, arena_nbytes: int) -> None:
     import torch
 
     out: dict = {"pid_ns_init": os.getpid() == 1 or os.getppid() == 0}
+    # The event counter goes in first: once the guard is installed it refuses a new audit hook
+    # (it did, in the first run of this probe). Off until the count at the end.
+    events: dict[str, int] = {}
+    counting = [False]
+
+    def count(event: str, args: tuple) -> None:
+        if counting[0]:
+            events[event] = events.get(event, 0) + 1
+
+    sys.addaudithook(count)
     if arena_so:
         from kernelwright.sandbox.arena import install
 
@@ -118,14 +128,6 @@ def child(home: str, arena_so: str, arena_fd: int, arena_nbytes: int) -> None:
     stages["guard"] = probe_kernel.measure()
     with guard.active():
         stages["armed"] = probe_kernel.measure()
-    events: dict[str, int] = {}
-    counting = [False]
-
-    def count(event: str, args: tuple) -> None:
-        if counting[0]:
-            events[event] = events.get(event, 0) + 1
-
-    sys.addaudithook(count)
     x = torch.randn(1024, device="cuda")
     y = torch.empty_like(x)
     with guard.active():

@@ -309,8 +309,9 @@ class Evaluation(TimedChecks):
         torch.cuda.empty_cache()  # blocks the judge's setup freed count as free
         free, _ = torch.cuda.mem_get_info()
         shape = self.ctx.main
-        held = shape.output_bytes + 512 * max(1, len(shape.out_meta))
-        floor = min(limit, (shape.ref_peak or shape.footprint) + held + (1 << 30))
+        floor = min(
+            limit, (shape.ref_peak or shape.footprint) + self.call_output_bytes() + (1 << 30)
+        )
         return max(256 << 20, min(limit, max(floor, free - self.judge_bytes())))
 
     def judge_bytes(self) -> int:
@@ -323,8 +324,12 @@ class Evaluation(TimedChecks):
         fell back to host memory, past the worker's limit."""
         shape = self.ctx.main
         ref = shape.ref_peak or shape.footprint
-        snapshot = self.calls * (shape.output_bytes + 512 * max(1, len(shape.out_meta)))
-        return 3 * ref + 2 * shape.footprint + snapshot + JUDGE_MARGIN
+        return 3 * ref + 2 * shape.footprint + self.calls * self.call_output_bytes() + JUDGE_MARGIN
+
+    def call_output_bytes(self) -> int:
+        """One call's outputs as the judge holds them: their bytes and a descriptor each."""
+        shape = self.ctx.main
+        return shape.output_bytes + 512 * max(1, len(shape.out_meta))
 
     def arena_short(self) -> bool:
         """The arena is smaller than the memory rule's limit (the device had no more room)."""

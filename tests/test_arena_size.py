@@ -31,6 +31,7 @@ def _evaluation(free: int, ref_peak: int, output: int, limit: int) -> SimpleName
         limit_bytes=lambda: limit,
     )
     ev.judge_bytes = lambda: Evaluation.judge_bytes(ev)
+    ev.call_output_bytes = lambda: Evaluation.call_output_bytes(ev)
     return ev
 
 
