@@ -24,6 +24,7 @@ for step in "$@"; do
             --results "$out/RESULTS-judge.md" ;;
         switch) timeout "$limit" python3 benchmarks/switch_probe.py ;;
         launch) timeout "$limit" python3 benchmarks/launch_probe.py ;;
+        runtime) timeout "$limit" python3 benchmarks/runtime_bench.py ;;
         harnessT) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
             --throughput-only --results "$out/RESULTS-harness.md" ;;
         zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \

@@ -88,6 +88,8 @@ class Evaluation(TimedChecks):
         self.regions_bytes = 0
         self.fill_ms = 0.0  # the judge's input writes of one round, measured alone
         self.baseline_age_s: float | None = None  # eager's rounds kept from an earlier candidate
+        self.wall_age_s: float | None = None  # the wall's share kept from an earlier candidate
+        self.rounds_timed = 0  # the candidate's timed rounds (fewer than reps once settled)
         self.eager_ms: float | None = None  # eager per call, in the judge's own process
         self.wall_ms: float | None = None  # the reference per call through the wall
         self.wall_overhead_ms: float | None = None  # the difference: taken out of each call
@@ -131,7 +133,7 @@ class Evaluation(TimedChecks):
                 self.eager_ms = baseline["eager"].median_ms
         with self.step("load"):
             self.start()
-        if timed:
+        if timed and not self.kept_wall():
             with self.step("wall"):  # before the candidate's code: what a round's wall costs
                 self.calibrate_wall(calls)
         with self.step("load"):
@@ -201,7 +203,14 @@ class Evaluation(TimedChecks):
         if self.wall_overhead_ms is not None:
             cal += (
                 f"; the wall's share {self.wall_overhead_ms:.4f} ms a call: the task's own Model "
-                f"timed the same way in the candidate's process before its code was imported, "
+                "timed the same way in "
+                + (
+                    "the candidate's process"
+                    if self.wall_age_s is None
+                    else f"an earlier candidate's process of this task ({self.wall_age_s:.0f} s "
+                    "before)"
+                )
+                + " before its code was imported, "
                 f"{self.wall_ms:.4f} ms a call, against eager's {self.eager_ms:.4f} ms in the "
                 "judge's"
             )
@@ -231,7 +240,8 @@ class Evaluation(TimedChecks):
             else ""
         )
         return (
-            f"the judge's clock: median of {self.timed_reps()} rounds of {calls} call(s), fresh "
+            f"the judge's clock: median of {self.rounds_timed or self.timed_reps()} rounds of "
+            f"{calls} call(s), fresh "
             "inputs written by the judge inside its clock, each call's output copied out by the "
             f"judge inside it; eager and torch.compile timed before the candidate's process "
             f"existed{kept}; the judge's own part taken out ({cal}); L2 flushed before each round: "

@@ -55,8 +55,17 @@ WALL_REPS = 20
 # outlives its verdict, so they are as true for the next one; past it they are timed again
 # (the device's clocks drift over minutes).
 BASELINE_TTL_S = 120.0
+# The candidate's rounds stop early once their median is settled: at least SETTLED_MIN rounds
+# whose interquartile range is within SETTLED_SPREAD of their median (the median's standard
+# error is then ~0.1%, far inside the 2% two evaluations of one kernel must agree within). Only
+# the judge's own samples decide; a candidate can make its rounds noisy, which costs it the full
+# `reps` rounds, never a faster time. Eager's and torch.compile's rounds always run all `reps`.
+SETTLED_MIN = 15
+SETTLED_SPREAD = 0.01
 # Timed rounds are fewer for tasks whose outputs are so large that checking each costs seconds.
 TIMED_OUTPUT_BYTES = 64 << 30
+# A round's outputs are checked in one stacked comparison when all of them take at most this.
+BATCH_CHECK_BYTES = 256 << 20
 MIN_TIMED_REPS = 10
 
 
@@ -165,6 +174,28 @@ class TimedChecks:
 
     def keep_baseline(self, calls: int, samples: dict[str, Any]) -> None:
         self.ctx.baseline = (self.baseline_key(), time.monotonic(), calls, self.fill_ms, samples)
+        self.ctx.wall = None  # measured again beside the new baseline
+
+    def kept_wall(self) -> bool:
+        """Take the wall's share from an earlier candidate of this task and config, measured
+        with the baseline kept now (so within its BASELINE_TTL_S); False if there is none.
+
+        The share is the evaluator's: the same zygote forks every candidate's process, the
+        same code serves its end of the channel, the same judge copies the outputs; it was
+        measured on the reference before that earlier candidate's code was imported, so no
+        candidate's code has touched it. Re-measuring it costs ~25 rounds of the reference (0.7
+        s a candidate on small tasks) and returns the same figure within the rounds' noise."""
+        kept = self.ctx.wall
+        if kept is None or self.eager_ms is None:
+            return False
+        key, when, wall_ms, parts, claims = kept
+        if key != self.baseline_key() or time.monotonic() - when > BASELINE_TTL_S:
+            return False
+        self.wall_ms, self.wall_parts = wall_ms, parts
+        self.inside_claims[True] = list(claims)
+        self.wall_overhead_ms = max(0.0, wall_ms - self.eager_ms)
+        self.wall_age_s = time.monotonic() - when
+        return True
 
     def baseline_key(self) -> str:
         import json
@@ -213,6 +244,14 @@ class TimedChecks:
             eager = self.eager_ms
             if eager is not None:
                 self.wall_overhead_ms = max(0.0, self.wall_ms - eager)
+                if self.ctx.baseline is not None:  # kept for the next candidates beside it
+                    self.ctx.wall = (
+                        self.baseline_key(),
+                        self.ctx.baseline[1],  # as old as the baseline: they expire together
+                        self.wall_ms,
+                        self.wall_parts,
+                        list(self.inside_claims[True]),
+                    )
         self.req({"op": "forget"}, expect=("forgotten",)).close()
         if self.arena is not None:
             self.arena.rearm()  # the reference's pages count as untouched again
@@ -264,23 +303,35 @@ class TimedChecks:
         reps = self.timed_reps()
         overhead = self.wall_overhead_ms or 0.0
         for r in range(cfg.warmup + reps):
+            if settled(samples, reps):
+                break
             _, sets = self.draw_sets(n)
             wall, part, snaps = self.wall_round(n, sets)
             if r >= cfg.warmup:
                 samples.append(max(wall / n - overhead, 0.0))
                 parts.append(part)
             outs = self.describe_round(snaps, n)
-            for k in range(n):
+            batched = n > 1 and n * ctx.main.output_bytes <= BATCH_CHECK_BYTES
+            refs: list[Any] = []
+            if batched:
                 with torch.no_grad():
-                    ref = ctx.main.ref(*sets[k])
-                pairs = zip(flatten_outputs(outs[k]), flatten_outputs(ref))
-                if any(
-                    isinstance(b, torch.Tensor) and compare(a, b, ctx.dtype) is not None
-                    for (_, a), (_, b) in pairs
-                ):
-                    self.judge_timed_mismatch(r * n + k, outs[k], ref, sets[k], failures)
-                if failures:
-                    break
+                    refs = [ctx.main.ref(*sets[k]) for k in range(n)]
+            if not (batched and self.round_within(outs, refs)):
+                for k in range(n):  # one call at a time: finds the call, judges its edge cases
+                    if batched:
+                        ref = refs[k]
+                    else:
+                        with torch.no_grad():
+                            ref = ctx.main.ref(*sets[k])
+                    pairs = zip(flatten_outputs(outs[k]), flatten_outputs(ref))
+                    if any(
+                        isinstance(b, torch.Tensor) and compare(a, b, ctx.dtype) is not None
+                        for (_, a), (_, b) in pairs
+                    ):
+                        self.judge_timed_mismatch(r * n + k, outs[k], ref, sets[k], failures)
+                    if failures:
+                        break
+            del refs
             self.req({"op": "release"}, expect=("released",)).close()
             self.note_memory()
             if failures:
@@ -293,7 +344,33 @@ class TimedChecks:
                 )
         if parts:  # what a round was made of, for the audit (Evaluation.timing_note)
             self.round_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
+        self.rounds_timed = len(samples)
         return summarize(samples)
+
+    def round_within(self, outs: list[Any], refs: list[Any]) -> bool:
+        """Every call's outputs of a round within eager's tolerance, judged in one comparison
+        per output leaf over the round's calls stacked (the comparison is elementwise, so this
+        is the calls' comparisons at once: ~64 small checks cost what one does). False when
+        any is not, or when the calls' outputs cannot be stacked (another structure, shape or
+        dtype in some call): the caller then judges call by call."""
+        from .compare import compare, flatten_outputs
+
+        torch = self.torch
+        flat_refs = [flatten_outputs(r) for r in refs]
+        flat_outs = [flatten_outputs(o) for o in outs]
+        leaves = len(flat_refs[0])
+        if any(len(f) != leaves for f in flat_refs + flat_outs):
+            return False
+        for j in range(leaves):
+            rs = [f[j][1] for f in flat_refs]
+            if not isinstance(rs[0], torch.Tensor):
+                continue  # as call by call: only tensor leaves are compared in a timed round
+            os = [f[j][1] for f in flat_outs]
+            if not (_stackable(rs, rs[0]) and _stackable(os, rs[0])):
+                return False
+            if compare(torch.stack(os), torch.stack(rs), self.ctx.dtype) is not None:
+                return False
+        return True
 
     def wall_round(
         self, n: int, sets: list[list[Any]], reference: bool = False
@@ -443,6 +520,26 @@ class TimedChecks:
             )
         else:
             self.timed_edge_cases += 1
+
+
+def settled(samples: list[float], reps: int) -> bool:
+    """The candidate's rounds so far give a settled median (see SETTLED_MIN)."""
+    if len(samples) < min(SETTLED_MIN, reps) or len(samples) >= reps:
+        return len(samples) >= reps
+    if len(samples) % 5:  # looked at every fifth round
+        return False
+    q1, median, q3 = statistics.quantiles(samples, n=4)
+    return median > 0 and (q3 - q1) <= SETTLED_SPREAD * median
+
+
+def _stackable(ts: list[Any], like: Any) -> bool:
+    """Tensors of one dtype, all of `like`'s shape and device: torch.stack takes them."""
+    import torch
+
+    if not isinstance(ts[0], torch.Tensor):
+        return False
+    want = (like.shape, ts[0].dtype, like.device)
+    return all(isinstance(t, torch.Tensor) and (t.shape, t.dtype, t.device) == want for t in ts)
 
 
 def _interpreter_timings() -> Timings:

@@ -102,6 +102,10 @@ class TaskContext:
     # Eager's and torch.compile's rounds by the judge's clock, kept for the next candidates of
     # the same config (timed.py BASELINE_TTL_S): (config key, when, calls, fill ms, samples).
     baseline: tuple[str, float, int, float, dict[str, Any]] | None = None
+    # The wall's share of a round (timed.py calibrate_wall), measured in an earlier candidate's
+    # process before its code was imported, kept beside the baseline and for as long:
+    # (config key, when, the reference's ms a call through the wall, its round parts, claims).
+    wall: tuple[str, float, float, tuple[float, ...], list[tuple[float, ...]]] | None = None
 
 
 class Worker:

@@ -101,12 +101,18 @@ def test_the_walls_share_is_measured_on_the_tasks_model_before_the_candidate(poo
     takes only the difference from eager out: never the candidate's own work."""
     from test_zoo import HONEST_AFFINE
 
-    result = pool.submit(AFFINE, HONEST_AFFINE, TIMED).result()
+    config = TIMED.replace(reps=TIMED.reps + 1)  # a config of its own: nothing kept yet
+    result = pool.submit(AFFINE, HONEST_AFFINE, config).result()
     assert result.status == "ok", result.summary()
     note = result.timings.note
     assert "the wall's share" in note and "the task's own Model timed" in note, note
+    assert "in the candidate's process before its code was imported" in note, note
     assert "wall" in result.phases_s
-    # The second candidate of the task reuses eager's rounds, and says so.
-    again = pool.submit(AFFINE, HONEST_AFFINE, TIMED).result()
+    # The second candidate of the task reuses eager's rounds and the wall's share measured in
+    # the first one's process, and says so.
+    again = pool.submit(AFFINE, HONEST_AFFINE, config).result()
+    assert again.status == "ok", again.summary()
     assert "for an earlier candidate of this task" in again.timings.note
+    assert "in an earlier candidate's process of this task" in again.timings.note
     assert again.phases_s["baseline"] < 0.5
+    assert "wall" not in again.phases_s

@@ -143,3 +143,39 @@ def test_outputs_are_read_through_the_tensor_class_not_the_instance():
     tagged = torch.zeros(4)
     tagged.note = "written by the kernel"  # an attribute of its own shadows nothing: accepted
     refuse_shadowed_methods(tagged)
+
+
+def test_a_rounds_outputs_are_judged_at_once_and_any_wrong_call_fails_it():
+    from kernelwright.sandbox.timed import BATCH_CHECK_BYTES
+
+    torch.manual_seed(0)
+    e = _evaluation()
+    xs = [torch.randn(64, 512) for _ in range(8)]
+    with torch.no_grad():
+        refs = [e.ctx.main.ref(x) for x in xs]
+    outs = [r.clone() for r in refs]
+    assert BATCH_CHECK_BYTES >= 8 * refs[0].numel() * 4
+    assert e.round_within(outs, refs)
+    outs[5][17] += 1.0  # one element of one call
+    assert not e.round_within(outs, refs)
+    outs[5] = refs[4].clone()  # a stale output: another call's right answer
+    assert not e.round_within(outs, refs)
+    # Calls whose outputs do not stack (another shape, another structure) go call by call.
+    outs = [r.clone() for r in refs]
+    outs[2] = outs[2][:-1]
+    assert not e.round_within(outs, refs)
+    outs = [r.clone() for r in refs]
+    outs[3] = (outs[3], outs[3])  # two leaves where the others have one
+    assert not e.round_within(outs, refs)
+
+
+def test_the_candidates_rounds_stop_once_their_median_is_settled():
+    from kernelwright.sandbox.timed import SETTLED_MIN, settled
+
+    steady = [1.0 + 0.001 * (k % 3) for k in range(SETTLED_MIN)]
+    assert settled(steady, reps=50)
+    assert not settled(steady[:-1], reps=50)  # too few rounds yet
+    noisy = [1.0 + 0.05 * (k % 4) for k in range(45)]  # a 5-10% spread: all reps are run
+    assert not any(settled(noisy[:k], reps=50) for k in range(len(noisy)))
+    assert settled([1.0 + 0.05 * (k % 4) for k in range(50)], reps=50)
+    assert settled([1.0] * 10, reps=10) and not settled([1.0] * 9, reps=10)
