@@ -25,8 +25,12 @@ for step in "$@"; do
         switch) timeout "$limit" python3 benchmarks/switch_probe.py ;;
         launch) timeout "$limit" python3 benchmarks/launch_probe.py ;;
         runtime) timeout "$limit" python3 benchmarks/runtime_bench.py ;;
-        harnessT) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
-            --throughput-only --results "$out/RESULTS-harness.md" ;;
+        harnessT) for w in ${WORKERS:-1}; do timeout "$limit" python3 benchmarks/harness_bench.py \
+            --small "${SMALL:-30}" --workers "$w" --throughput-only --results "$out/RESULTS-harness.md"; done ;;
+        gate) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_gpugate.py ;;
+        tma) timeout "$limit" python3 -m pytest -x -q --tb=short -p no:cacheprovider -m gpu \
+            tests/test_runtime_candidates.py -k tma ;;
+        zoogpu) timeout "$limit" python3 -m pytest -q --tb=short -p no:cacheprovider -m gpu tests/test_zoo.py ;;
         zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
             tests/test_remote.py ;;
         gpu) timeout "$limit" python3 -m pytest -v --tb=line -p no:cacheprovider -m gpu ;;

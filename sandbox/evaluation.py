@@ -114,8 +114,8 @@ class Evaluation(TimedChecks):
         self.timed = timed
         calls = 1
         baseline: dict[str, Any] = {}
-        with self.step("baseline"):
-            kept = self.kept_baseline() if timed else None
+        kept = self.kept_baseline() if timed else None
+        with self.step("baseline"), self.gate("exclusive" if timed and kept is None else "shared"):
             if kept is not None:
                 calls, self.fill_ms, baseline = kept
             elif timed:
@@ -134,7 +134,8 @@ class Evaluation(TimedChecks):
         with self.step("load"):
             self.start()
         if timed and not self.kept_wall():
-            with self.step("wall"):  # before the candidate's code: what a round's wall costs
+            # Before the candidate's code: what a round's wall costs.
+            with self.step("wall"), self.gate("exclusive"):
                 self.calibrate_wall(calls)
         with self.step("load"):
             self.watch_memory()
@@ -168,7 +169,7 @@ class Evaluation(TimedChecks):
             )
         self.w.phase(self.request, "timing")
         self.deadline = time.monotonic() + self.config.timeout_s  # timing has a limit of its own
-        with self.step("timing"):
+        with self.step("timing"), self.gate("exclusive"):
             candidate = self.candidate_rounds(calls)
         self.snap_buf = None  # the round's snapshot: its room goes back to the judge's checks
         with self.step("drift"):
@@ -197,6 +198,35 @@ class Evaluation(TimedChecks):
         self.stats = self.kernel_stats()
         notes += [n for n in self.interpreter_notes if n not in notes]
         return self.timed_result(base, timings, notes)
+
+    # -- the GPU's gate (gpugate.py) -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def gate(self, mode: str):
+        """The GPU's gate in `mode` for a block, the candidate's process stopped whenever this
+        judge does not hold it; the time spent waiting for it is added to the candidate's
+        deadline (the wait is not the candidate's)."""
+        gate = self.w.gate
+        before = gate.waited_s
+        with self.w.held(mode, before_release=self.freeze, after_acquire=self.thaw):
+            self.deadline += gate.waited_s - before
+            before = gate.waited_s
+            yield
+        self.deadline += gate.waited_s - before  # the shared hold taken back after it
+
+    def freeze(self, stop: bool = True) -> None:
+        """Stop (or continue) the candidate's process and everything it started."""
+        from .gpugate import freeze
+        from .isolation import descendants
+
+        proc = self.proc
+        if proc is None or proc.ended is not None or not proc.host:
+            return
+        host = proc.host
+        freeze(lambda: [host, *descendants(host)], stop)
+
+    def thaw(self) -> None:
+        self.freeze(stop=False)
 
     def timing_note(self, calls: int) -> str:
         cal = f"input writes {self.fill_ms:.4f} ms a round"

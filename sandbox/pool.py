@@ -39,6 +39,9 @@ _POLL_S = 0.2
 _LOG_TAIL_LINES = 25
 # Seconds a judge may take beyond a candidate's own limit: references, float64 comparisons.
 _JUDGE_GRACE_S = 60.0
+# The longest a judge may wait for its GPU's gate (gpugate.py) before its watchdog gives up: the
+# other judges' timed sections, each bounded by their own limits.
+_GATE_WAIT_S = 3600.0
 
 
 def default_devices() -> list[str]:
@@ -438,6 +441,7 @@ class EvalPool:
         backstop = config.timeout_s * 1.5 + _JUDGE_GRACE_S
         limits = {"setup": config.setup_timeout_s, "candidate": backstop, "timing": backstop}
         deadline = time.monotonic() + backstop
+        paused: float | None = None  # the deadline's time left while the judge waits its turn
         memory_cap = config.host_memory_gb * 2**30
         while True:
             message = worker.read(_POLL_S)
@@ -474,6 +478,13 @@ class EvalPool:
             if message["type"] == "phase":
                 phase = message["phase"]
                 deadline = time.monotonic() + limits.get(phase, config.timeout_s)
+                continue
+            if message["type"] == "gate":  # waiting for the GPU's gate: no one's wall time
+                if message.get("waiting"):
+                    paused = deadline - time.monotonic()
+                    deadline = time.monotonic() + _GATE_WAIT_S
+                elif paused is not None:
+                    deadline, paused = time.monotonic() + paused, None
                 continue
             if message["type"] == "result":
                 return self._parse_result(job, message), not message.get("recycle", False)

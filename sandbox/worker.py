@@ -133,6 +133,11 @@ class Worker:
         if self.cuda:
             torch.cuda.set_device(0)
             torch.cuda.set_per_process_memory_fraction(gpu_fraction, 0)
+        from .gpugate import GpuGate, device_key
+
+        # The device's gate, shared with every other judge of this GPU (gpugate.py).
+        self.gate = GpuGate(device_key(torch, 0) if self.cuda else None)
+        self.request: dict[str, Any] | None = None  # the request being answered
         self.contexts: collections.OrderedDict[tuple, TaskContext] = collections.OrderedDict()
         self.evaluations = 0
         self.rng = random.SystemRandom()  # fresh seeds: a candidate cannot predict its inputs
@@ -168,7 +173,7 @@ class Worker:
         from .warmup import warm_up
 
         seed = self.home / "triton-seed"
-        with _environ("TRITON_CACHE_DIR", str(seed)):
+        with _environ("TRITON_CACHE_DIR", str(seed)), self.held("shared"):
             warm_up(self.device)
         return seed
 
@@ -185,13 +190,33 @@ class Worker:
         self.out.write(json.dumps(message) + "\n")
         self.out.flush()
 
+    def held(self, mode: str, **callbacks):
+        """The GPU's gate in `mode` for a block (gpugate.py); the pool's watchdog is told while
+        this judge waits for it, so the wait is no one's wall time."""
+        request = self.request
+
+        def on_wait(waiting: bool) -> None:
+            if request is not None:
+                self.send(
+                    {
+                        "type": "gate",
+                        "id": request["id"],
+                        "nonce": request["nonce"],
+                        "waiting": waiting,
+                    }
+                )
+
+        return self.gate.hold(mode, on_wait=on_wait, **callbacks)
+
     def serve(self, stdin) -> None:
         self.send({"type": "ready", "pid": os.getpid(), "environment": _asdict(self.environment)})
         for line in stdin:
             if not line.strip():
                 continue
             request = json.loads(line)
+            self.request = request
             reply, recycle = self.handle(request)
+            self.request = None
             reply.update(type="result", id=request["id"], nonce=request["nonce"], recycle=recycle)
             self.send(reply)
             if recycle:
@@ -427,7 +452,7 @@ class Worker:
         with clock("work_count"), torch.no_grad():
             out = ctx.main.ref(*inputs)
             ctx.work = count_work(ctx.main.ref, inputs, out)
-        with clock("device_ceilings"):
+        with clock("device_ceilings"), self.held("exclusive"):  # measured, when not cached
             ctx.ceilings = measure_ceilings(self.device)
         if config.compile_baseline and config.timing:
             try:
@@ -458,6 +483,16 @@ class Worker:
             shape_overrides={**task_info.get("overrides", {}), **config.shapes},
             environment=self.environment,
         )
+        # The GPU's gate, shared while the judge checks (Evaluation takes it exclusive for the
+        # timed sections and stops the candidate's process whenever it lets go of it), until
+        # the candidate's process and memory are gone.
+        with self.held("shared"):
+            result = self._evaluate(request, config, base)
+        wall = time.monotonic() - started
+        # The judge ran no candidate code: whatever the candidate did, this process is sound.
+        return dataclasses.replace(result, wall_s=round(wall, 3)), False
+
+    def _evaluate(self, request: dict[str, Any], config: EvalConfig, base) -> EvalResult:
         evaluation = None
         try:
             ctx = self.context(request, config)
@@ -478,9 +513,7 @@ class Worker:
         finally:
             if evaluation is not None:
                 evaluation.cleanup()
-        wall = time.monotonic() - started
-        # The judge ran no candidate code: whatever the candidate did, this process is sound.
-        return dataclasses.replace(result, wall_s=round(wall, 3)), False
+        return result
 
     def baseline(self, request: dict[str, Any], config: EvalConfig) -> Baseline:
         from .roofline import roofline
@@ -497,12 +530,13 @@ class Worker:
         try:
             # The same context as the candidates' evaluations: profile and first round share
             # one setup (reference, other shape, torch.compile).
-            ctx = self.context(request, config)
+            with self.held("shared"):
+                ctx = self.context(request, config)
         except Verdict as v:
             return Baseline(status="error", message=v.message, **base)
         setup = dict(ctx.setup_s)
         clock = _Stopwatch(setup)
-        with clock("op_breakdown"):
+        with clock("op_breakdown"), self.held("exclusive"):  # the profiler's times
             ops, ops_note = self.op_breakdown(ctx)
         if not self.cuda:
             return Baseline(
@@ -515,7 +549,7 @@ class Worker:
                 setup_s=_rounded(setup),
             )
         self.phase(request, "timing")
-        with clock("timing"):
+        with clock("timing"), self.held("exclusive"):
             timings = self._baseline_timings(ctx, config, request)
         bytes_, flops = ctx.work  # type: ignore[misc]  # context() counted it
         rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
