@@ -9,13 +9,15 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
 from . import knobs
 from .cluster import EXECUTORS
-from .commands.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UserError
+from .commands.common import EXIT_BROKEN_PIPE, EXIT_FOR_FAULT, EXIT_USAGE, UserError
 from .decisions import BASELINES
+from .errors import KernelwrightError
 from .sandbox.contract import DTYPE_NAMES, PRECISION_POLICIES
 
 
@@ -458,9 +460,13 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit flush
         return code
-    except UserError as e:
+    except KernelwrightError as e:
+        # By whose fault it is (commands/common.py): the user's and the task's are one line,
+        # exit 2; kernelwright's own keeps its traceback, for the bug report.
+        if e.fault == "evaluator":
+            traceback.print_exc()
         print(f"kernelwright: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FOR_FAULT[e.fault]
     except Terminated:
         print("kernelwright: terminated", file=sys.stderr)
         return 143

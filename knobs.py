@@ -3,8 +3,9 @@ where it applies. RunConfig (run/config.py), LLMConfig (agents/llm/config.py), t
 texts and limits (cli.py) and the README's table read them here; a second declaration of a name
 raises at import.
 
-A room of its own on the floor of decisions.py: it imports nothing of kernelwright at import
-time (the shapes parser takes sandbox/task.py's size parser when it runs). sandbox/ is sealed
+A room of its own on the floor of decisions.py: it imports only errors.py (the root exception,
+from sandbox/errors.py) at import time; the shapes parser takes sandbox/task.py's size parser
+when it runs. sandbox/ is sealed
 and cannot import this module, so the evaluator's two variables (KERNELWRIGHT_CACHE_DIR in
 sandbox/config.py, KERNELWRIGHT_GUARD_TRACE in sandbox/guard.py) are read there by name and
 declared here for the table; tests/test_knobs.py holds every `KERNELWRIGHT_` name in the
@@ -22,6 +23,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .errors import KernelwrightError
+
 PREFIX = "KERNELWRIGHT_"
 # Where a knob takes effect: a run's RunConfig ("run"), a role's LLMConfig ("llm"), the
 # evaluator ("evaluator", read in sandbox/), the results store ("store").
@@ -29,8 +32,10 @@ Where = Literal["run", "llm", "evaluator", "store"]
 ROLES = ("planner", "coder", "critic")
 
 
-class DuplicateKnob(Exception):
+class DuplicateKnob(KernelwrightError):
     """A name declared twice (a programming error: raised at import)."""
+
+    fault = "evaluator"  # kernelwright's own mistake
 
 
 @dataclass(frozen=True)
