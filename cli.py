@@ -9,12 +9,15 @@ import os
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Callable
 from typing import Any
 
+from . import knobs
 from .cluster import EXECUTORS
-from .commands.common import EXIT_BROKEN_PIPE, EXIT_USAGE, UserError
+from .commands.common import EXIT_BROKEN_PIPE, EXIT_FOR_FAULT, EXIT_USAGE, UserError
 from .decisions import BASELINES
+from .errors import KernelwrightError
 from .sandbox.contract import DTYPE_NAMES, PRECISION_POLICIES
 
 
@@ -79,18 +82,12 @@ def _shape(text: str) -> tuple[str, int | tuple[int, ...]]:
 def _add_max_memory(p: argparse.ArgumentParser) -> None:
     """--max-memory GB, for eval and the search commands alike."""
     p.add_argument(
-        "--max-memory",
-        dest="max_memory_gb",
-        type=_number(0.0, low_open=True),
-        default=None,
-        metavar="GB",
-        help="device memory a candidate may peak at (default: max(4x the reference's peak, "
-        "the reference's peak + 1 GiB))",
+        "--max-memory", dest="max_memory_gb", default=None, metavar="GB", **_knob("max_memory_gb")
     )
 
 
 def _duration(text: str) -> float:
-    from .run.config import parse_duration
+    from .knobs import parse_duration
 
     try:
         return parse_duration(text)
@@ -154,45 +151,38 @@ def _add_task_options(p: argparse.ArgumentParser) -> None:
 # -- the search commands (optimize, suite, nightly, chat) ---------------------------------------
 
 
+def _knob(field: str) -> dict[str, Any]:
+    """help and type of a RunConfig field's option, from the registry (knobs.py): the help with
+    its default, and the registry's limits (an integer of at least its minimum, a float in its
+    range)."""
+    knob = knobs.for_field(field)
+    option: dict[str, Any] = {"help": knob.describe()}
+    if knob.type == "int" and knob.minimum is not None:
+        option["type"] = _at_least(int(knob.minimum))
+    elif knob.type == "float" and (knob.minimum is not None or knob.positive):
+        low = knob.minimum if knob.minimum is not None else 0.0
+        option["type"] = _number(low, knob.maximum, low_open=knob.positive)
+    return option
+
+
 def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = False) -> None:
-    """The options every command that runs the agent loop shares."""
-    p.add_argument("--model", help="model of every agent; 'offline' = rules + fusion codegen")
-    p.add_argument("--planner-model", help="the planner's model (default: --model)")
-    p.add_argument("--coder-model", help="the coder's model (default: --model)")
-    p.add_argument("--critic-model", help="the critic's model (default: --model)")
-    p.add_argument("--rounds", type=_COUNT, help="at most this many rounds (default 5)")
-    p.add_argument("--candidates", type=_COUNT, help="candidates per round (default 3)")
-    p.add_argument(
-        "--patience",
-        type=_COUNT,
-        help="stop after this many rounds without a better kernel (default 2)",
-    )
-    p.add_argument(
-        "--margin", type=_number(0.0), help="relative gain that counts as better (default 0.02)"
-    )
-    p.add_argument(
-        "--roofline-target",
-        type=_number(0.0, 1.0, low_open=True),
-        help="stop at this fraction of the roofline (default 0.9)",
-    )
-    p.add_argument(
-        "--budget-usd", type=_number(0.0, low_open=True), help="stop once LLM calls cost this much"
-    )
-    p.add_argument("--budget-tokens", type=_COUNT, help="stop once LLM calls used this many tokens")
+    """The options every command that runs the agent loop shares; their help, defaults and
+    limits are the registry's (knobs.py)."""
+    for role in ("", "planner_", "coder_", "critic_"):
+        p.add_argument(f"--{role.replace('_', '-')}model", **_knob(f"{role}model"))
+    for field in ("rounds", "candidates", "patience", "margin", "roofline_target"):
+        p.add_argument(knobs.for_field(field).flag, **_knob(field))
+    p.add_argument("--budget-usd", **_knob("budget_usd"))
+    p.add_argument("--budget-tokens", **_knob("budget_tokens"))
     names = ["--time-budget", "--budget"] if budget_alias else ["--time-budget"]
     p.add_argument(
         *names,
         dest="time_budget",
         type=_budget,
         metavar="DURATION",
-        help="stop after this much work, e.g. 30m or 1h30m",
+        help=knobs.for_field("time_budget_s").describe(),
     )
-    p.add_argument(
-        "--dtype",
-        choices=DTYPE_NAMES,
-        default=None,
-        help="cast model and floating inputs (default fp32)",
-    )
+    p.add_argument("--dtype", choices=DTYPE_NAMES, default=None, **_knob("dtype"))
     p.add_argument(
         "--shape",
         type=_shape,
@@ -202,55 +192,26 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
         help="set a size constant of the task (repeatable; a tuple as NAME=3,5)",
     )
     p.add_argument("--precision", choices=PRECISION_POLICIES, default=None)
-    p.add_argument(
-        "--baseline",
-        choices=BASELINES,
-        default=None,
-        help="what a kernel must beat to win: fastest (default: the faster of PyTorch eager and "
-        "torch.compile), eager, or compile",
-    )
-    p.add_argument("--trials", type=_COUNT, help="correctness trials per candidate (default 3)")
+    p.add_argument("--baseline", choices=BASELINES, default=None, **_knob("baseline"))
+    p.add_argument("--trials", **_knob("trials"))
     _add_max_memory(p)
-    p.add_argument("--workers", type=_COUNT, help="evaluator worker processes")
-    p.add_argument(
-        "--executor",
-        choices=EXECUTORS,
-        default=None,
-        help="where candidates are evaluated: local (default: this machine's GPUs or cores) or "
-        "ray (one evaluator actor per GPU of a Ray cluster; env KERNELWRIGHT_EXECUTOR)",
-    )
-    p.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        help="the Ray cluster to join with --executor ray (default: $RAY_ADDRESS, else a Ray "
-        "started on this machine for the run)",
-    )
-    p.add_argument(
-        "--max-retries",
-        type=_at_least(0),
-        default=None,
-        metavar="N",
-        help="with --executor ray: send a job again at most N times when its actor or node "
-        "dies (default 2); after that it reads crashed (an evaluator error)",
-    )
+    p.add_argument("--workers", **_knob("workers"))
+    p.add_argument("--executor", choices=EXECUTORS, default=None, **_knob("executor"))
+    p.add_argument("--ray-address", metavar="ADDR", **_knob("ray_address"))
+    p.add_argument("--max-retries", default=None, metavar="N", **_knob("max_retries"))
     p.add_argument("--no-tune", action="store_true", help="skip the `# tune:` constant sweep")
     p.add_argument(
         "--no-fusion-seed",
         action="store_true",
         help="do not add the fusion codegen's kernel to round 1",
     )
-    p.add_argument(
-        "--no-cache",
-        action="store_true",
-        help="do not replay cached LLM replies, nor what endpoints taught earlier runs",
-    )
+    p.add_argument("--no-cache", action="store_true", **_knob("no_cache"))
     p.add_argument(
         "--context-window",
         type=_role_tokens,
         action="append",
         metavar="[ROLE=]TOKENS",
-        help="the model's context window, input plus output (default: known for OpenAI models, "
-        "else 32768, and what the server states in its errors); ROLE=TOKENS sets one role's "
+        help=knobs.for_field("context_window").describe() + "; ROLE=TOKENS sets one role's "
         "(planner, coder, critic); repeatable; env KERNELWRIGHT_[ROLE_]CONTEXT_WINDOW",
     )
     p.add_argument(
@@ -258,27 +219,16 @@ def _add_search_options(p: argparse.ArgumentParser, *, budget_alias: bool = Fals
         type=_role_tokens,
         action="append",
         metavar="[ROLE=]TOKENS",
-        help="the most tokens a reply may use (default 8192, fitted to what the window leaves "
-        "after the prompt); ROLE=TOKENS sets one role's; repeatable; env "
-        "KERNELWRIGHT_[ROLE_]MAX_OUTPUT_TOKENS",
+        help=knobs.for_field("max_output_tokens").describe() + "; ROLE=TOKENS sets one role's; "
+        "repeatable; env KERNELWRIGHT_[ROLE_]MAX_OUTPUT_TOKENS",
     )
-    p.add_argument(
-        "--fallback-offline",
-        action="store_true",
-        help="accept a run whose configured model answered no call (done with the rules and "
-        "the fusion codegen) as a success; without it such a run exits 3",
-    )
+    p.add_argument("--fallback-offline", action="store_true", **_knob("fallback_offline"))
     _add_place_options(p)
 
 
 def _add_place_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default=None, help="directory of run directories (default ./runs)")
-    p.add_argument(
-        "--db",
-        metavar="PATH",
-        help="results store (default: $KERNELWRIGHT_DB, else kernelwright.db inside --out); "
-        "give the same PATH to several out directories to share one",
-    )
+    p.add_argument("--out", default=None, **_knob("out_dir"))
+    p.add_argument("--db", metavar="PATH", **_knob("db"))
 
 
 def _add_version_selectors(p: argparse.ArgumentParser) -> None:
@@ -510,9 +460,13 @@ def main(argv: list[str] | None = None) -> int:
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit flush
         return code
-    except UserError as e:
+    except KernelwrightError as e:
+        # By whose fault it is (commands/common.py): the user's and the task's are one line,
+        # exit 2; kernelwright's own keeps its traceback, for the bug report.
+        if e.fault == "evaluator":
+            traceback.print_exc()
         print(f"kernelwright: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_FOR_FAULT[e.fault]
     except Terminated:
         print("kernelwright: terminated", file=sys.stderr)
         return 143

@@ -59,6 +59,7 @@ from typing import Any
 
 from . import kernel_versions
 from .decisions import replaces_best
+from .errors import KernelwrightError
 from .kernel_versions import KernelVersion, Revert
 from .sandbox.config import EvalConfig
 from .sandbox.results import Baseline, EvalResult, Timing
@@ -233,8 +234,10 @@ RUN_FIELDS = (
 _JSON_RUN_FIELDS = frozenset({"config", "models", "usage"})
 
 
-class StoreError(Exception):
+class StoreError(KernelwrightError):
     """A store that cannot be used as asked (schema too new, bad arguments): one line to show."""
+
+    fault = "configuration"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from ..sandbox.config import EvalConfig
+from ..sandbox.errors import KernelwrightError
 from ..sandbox.pool import EvalPool
 from ..sandbox.results import Environment, EvalResult
 
@@ -66,8 +67,10 @@ class ExecutorSettings(Protocol):
     def devices(self) -> tuple[str, ...]: ...
 
 
-class ExecutorError(Exception):
+class ExecutorError(KernelwrightError):
     """An executor that cannot start (Ray missing, no cluster at the address): one line."""
+
+    fault = "configuration"
 
 
 def open_evaluator(settings: ExecutorSettings, devices: Sequence[str] | None = None) -> Evaluator:

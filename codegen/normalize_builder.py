@@ -9,14 +9,17 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ..errors import KernelwrightError
 from .ir import MM, PARAM, PW, RED, TASK, Node, broadcast_shape, reduced_shape
 from .kernel_split import SPLIT_OPS
 from .partition import SPLIT, Geometry
 from .trace import TensorInfo, Unsupported
 
 
-class NoPattern(Exception):
+class NoPattern(KernelwrightError):
     """A reduction over dims no template handles: the whole call is left to torch."""
+
+    fault = "task"
 
 
 # Triton functions implemented as @jit code: a kernel variable with their name breaks the call

@@ -16,11 +16,14 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ..errors import KernelwrightError
 from ..sandbox.metashapes import quick_rnns
 
 
-class Unsupported(Exception):
+class Unsupported(KernelwrightError):
     """The model has no offline candidate; the message says why, in one line."""
+
+    fault = "task"
 
 
 class LeafTracer(fx.Tracer):

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from ..agents.context import llm_configs
 from ..decisions import INTERRUPTED, run_status, verdict
+from ..errors import KernelwrightError
 from ..run.config import OFFLINE, OFFLINE_NOTE, RunConfig, eval_config_for
 from ..run.records import sync_run
 from ..run.rundir import RunDir, run_candidates
@@ -64,8 +65,10 @@ To have requests acted on: set OPENAI_API_KEY (OPENAI_BASE_URL for another endpo
 --model, e.g. `kernelwright chat TASK --from PATH --model gpt-4o`."""
 
 
-class ChatError(Exception):
+class ChatError(KernelwrightError):
     """A chat that cannot start or go on as asked: one line."""
+
+    fault = "configuration"
 
 
 @dataclass(frozen=True)

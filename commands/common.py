@@ -10,15 +10,29 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..errors import KernelwrightError
+
 # Exit codes: 0 success, 1 the verdict was negative (candidate not ok, regression), 2 bad input,
 # 3 a configured model answered no call (the run went on offline; --fallback-offline accepts it);
 # 130, 141 and 143 are 128 + SIGINT, SIGPIPE and SIGTERM, as for a process those signals killed.
 EXIT_OK, EXIT_NEGATIVE, EXIT_USAGE, EXIT_MODEL_UNANSWERED = 0, 1, 2, 3
 EXIT_BROKEN_PIPE = 141
+# A KernelwrightError that reaches the CLI's top level exits by its fault (errors.py): what the
+# user asked for or the task they gave is bad input (2, as README says of a task whose reference
+# fails); a candidate's failure is a negative verdict (1); the evaluator's own failure exits 1,
+# as `suite` and `nightly` do when any occurred (and as the uncaught exception it was did).
+EXIT_FOR_FAULT: dict[str, int] = {
+    "configuration": EXIT_USAGE,
+    "task": EXIT_USAGE,
+    "candidate": EXIT_NEGATIVE,
+    "evaluator": EXIT_NEGATIVE,
+}
 
 
-class UserError(Exception):
+class UserError(KernelwrightError):
     """A problem with what the user asked for: printed as one line, exit code 2."""
+
+    fault = "configuration"
 
 
 class NoSuchRun(UserError):

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import KernelwrightError
 from ..run.rundir import RunDir, best_files, read_run, without_best_header
 from ..sandbox.contract import ALLOWED_ROOTS
 from ..sandbox.pyparse import parse
@@ -23,12 +24,16 @@ from .common import EXIT_NEGATIVE, EXIT_OK, NoSuchRun, UserError, find_run_dir
 STANDALONE_IMPORTS = ALLOWED_ROOTS
 
 
-class ExportError(Exception):
+class ExportError(KernelwrightError):
     """A run that cannot be exported (no such run, a winner that is not standalone): one line."""
+
+    fault = "configuration"
 
 
 class NoWinner(ExportError):
     """The run ended without a verified kernel: nothing to export (a verdict, not a misuse)."""
+
+    fault = "candidate"
 
 
 @dataclass(frozen=True)

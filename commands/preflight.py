@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from ..agents.context import llm_configs
 from ..agents.llm import ChatClient, LLMConfig, LLMError
+from ..errors import KernelwrightError
 from ..run.config import ROLES, RunConfig
 
 # Long enough for a slow DNS or TLS handshake, short enough that a dead endpoint fails quickly.
@@ -19,8 +20,10 @@ OFFLINE_HINT = (
 )
 
 
-class PreflightError(Exception):
+class PreflightError(KernelwrightError):
     """A run that cannot start as asked: one line saying why and what to do."""
+
+    fault = "configuration"
 
 
 def endpoint_of(cfg: LLMConfig) -> str:

@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from ..cluster import Evaluator, ExecutorError, open_evaluator
 from ..decisions import fastest
+from ..errors import KernelwrightError
 from ..report.suite import level_line, suite_row, write_suite_report
 from ..run.config import RunConfig
 from ..run.records import sync_run
@@ -62,8 +63,10 @@ NOT_IN_KEY = frozenset(
 )
 
 
-class SuiteError(Exception):
+class SuiteError(KernelwrightError):
     """A suite that cannot start (no task files where it was pointed): one line."""
+
+    fault = "configuration"
 
 
 # -- finding tasks --------------------------------------------------------------------------------

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .. import knobs
 from ..cluster import EXECUTORS
+
+# Re-exported: the parsers moved to the registry (knobs.py) with the variables they read.
+from ..knobs import parse_bool as parse_bool
+from ..knobs import parse_duration as parse_duration
+from ..knobs import parse_shapes as parse_shapes
 from ..sandbox.contract import DType, PrecisionPolicy
 
-# The interpreter runs ~1 ms per program instance, so inputs and parameters are shrunk to this
-# many bytes (run/shrink.py): a KernelBench level-1 task (a ReLU over ~13 GB) then checks in
-# seconds instead of exhausting the memory or the timeout of a CPU machine. Here, not in
-# shrink.py: that one needs the task loader (torch), and reading a RunConfig must not.
-CPU_INPUT_BYTES = 256 * 1024
+# The bytes a task's inputs are shrunk to without CUDA (run/shrink.py; knobs.py says why). Read
+# here, not in shrink.py: that one needs the task loader (torch), and reading a RunConfig must not.
+CPU_INPUT_BYTES: int = knobs.for_field("cpu_input_bytes").default
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
@@ -31,86 +34,87 @@ OFFLINE_NOTE = (
     "no model configured: running offline (rule-based planner and critic, fusion codegen as "
     "coder); set OPENAI_API_KEY and --model to use an LLM"
 )
-ENV_PREFIX = "KERNELWRIGHT_"
+ENV_PREFIX = knobs.PREFIX
+_D = knobs.defaults("run")  # every default below is the registry's (knobs.py)
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """How one `kernelwright optimize` run searches, judges and stops.
 
-    Each field may come from a CLI flag, an environment variable `KERNELWRIGHT_<FIELD>` (upper
-    case: KERNELWRIGHT_ROUNDS, KERNELWRIGHT_CODER_MODEL, ...), or the default here, in that order.
+    Each field may come from a CLI flag, its environment variable (knobs.py: KERNELWRIGHT_ROUNDS,
+    KERNELWRIGHT_CODER_MODEL, ...), or its default (knobs.py too), in that order.
     """
 
     # Models. `model` is the default of every role; "offline" means rules + fusion codegen.
-    model: str | None = None
-    planner_model: str | None = None
-    coder_model: str | None = None
-    critic_model: str | None = None
+    model: str | None = _D["model"]
+    planner_model: str | None = _D["planner_model"]
+    coder_model: str | None = _D["coder_model"]
+    critic_model: str | None = _D["critic_model"]
     # The model's context window and the most output tokens a reply may use (None: the known
     # window of the model, else 32k, and up to 8k output fitted to what the prompt leaves); a
     # role's own setting beats the run's. A server that states a smaller window is believed.
-    context_window: int | None = None
-    planner_context_window: int | None = None
-    coder_context_window: int | None = None
-    critic_context_window: int | None = None
-    max_output_tokens: int | None = None
-    planner_max_output_tokens: int | None = None
-    coder_max_output_tokens: int | None = None
-    critic_max_output_tokens: int | None = None
+    context_window: int | None = _D["context_window"]
+    planner_context_window: int | None = _D["planner_context_window"]
+    coder_context_window: int | None = _D["coder_context_window"]
+    critic_context_window: int | None = _D["critic_context_window"]
+    max_output_tokens: int | None = _D["max_output_tokens"]
+    planner_max_output_tokens: int | None = _D["planner_max_output_tokens"]
+    coder_max_output_tokens: int | None = _D["coder_max_output_tokens"]
+    critic_max_output_tokens: int | None = _D["critic_max_output_tokens"]
     # A run whose configured model answered no call exits 3 (nightly and CI notice); True
     # accepts such a run, done with the rules and the fusion codegen, as a success.
-    fallback_offline: bool = False
+    fallback_offline: bool = _D["fallback_offline"]
     # Search shape.
-    rounds: int = 5
-    candidates: int = 3  # per round, written in parallel
-    patience: int = 2  # rounds without a better verified kernel before stopping
-    margin: float = 0.02  # a new best must beat the old one by 2% to count as progress
-    roofline_target: float = 0.9  # stop once the best kernel reaches 90% of the physical bound
+    rounds: int = _D["rounds"]
+    candidates: int = _D["candidates"]  # per round, written in parallel
+    patience: int = _D["patience"]  # rounds without a better verified kernel before stopping
+    margin: float = _D["margin"]  # a new best must beat the old one by this much to count
+    roofline_target: float = _D["roofline_target"]  # stop at this fraction of the physical bound
     # Budgets (None: unlimited). Time counts the run's own work, not the gap before a resume.
-    budget_tokens: int | None = None
-    budget_usd: float | None = None
-    time_budget_s: float | None = None
+    budget_tokens: int | None = _D["budget_tokens"]
+    budget_usd: float | None = _D["budget_usd"]
+    time_budget_s: float | None = _D["time_budget_s"]
     # What the evaluator judges.
-    dtype: DType = "fp32"
-    shapes: dict[str, int] = field(default_factory=dict)
-    precision: PrecisionPolicy = "strict"
+    dtype: DType = _D["dtype"]
+    shapes: dict[str, int] = field(default_factory=lambda: dict(_D["shapes"]))
+    precision: PrecisionPolicy = _D["precision"]
     # What a kernel must beat to win: "fastest" (the faster of eager and torch.compile), "eager"
     # or "compile" (decisions.BASELINES).
-    baseline: str = "fastest"
-    trials: int | None = None  # correctness trials per candidate (None: EvalConfig's default)
-    eval_timeout_s: float | None = None  # per candidate (None: EvalConfig's default)
+    baseline: str = _D["baseline"]
+    trials: int | None = _D["trials"]  # correctness trials per candidate (None: EvalConfig's)
+    eval_timeout_s: float | None = _D["eval_timeout_s"]  # per candidate (None: EvalConfig's)
     # Device memory a candidate may peak at, GB (None: max(4x the reference's, + 1 GiB)).
-    max_memory_gb: float | None = None
-    workers: int | None = None  # evaluator processes (None: the pool's choice)
+    max_memory_gb: float | None = _D["max_memory_gb"]
+    workers: int | None = _D["workers"]  # evaluator processes (None: the pool's choice)
     # GPUs the evaluator may use ("cuda:0", ...; empty: all). Set per job by `suite --jobs` so
     # concurrent tasks never time on the same GPU; belongs to the invocation, not to the run
     # (a resumed run takes the resuming invocation's).
-    devices: tuple[str, ...] = ()
+    devices: tuple[str, ...] = _D["devices"]
     # Where candidates are evaluated (cluster/): "local" (this machine's pool) or "ray" (one actor
     # per GPU of a Ray cluster at ray_address, else RAY_ADDRESS, else a Ray started here), and
     # how often a job lost with its actor (or node) is sent again before it reads `crashed`.
     # Like devices, these belong to the invocation: a resumed run takes the resuming one's.
-    executor: str = "local"
-    ray_address: str | None = None
-    max_retries: int = 2
+    executor: str = _D["executor"]
+    ray_address: str | None = _D["ray_address"]
+    max_retries: int = _D["max_retries"]
     # Launch-constant sweep of correct candidates (`# tune:` comments); at most this many extra
     # evaluations per candidate, since each one costs a full correctness check.
-    tune: bool = True
-    tune_limit: int = 6
+    tune: bool = _D["tune"]
+    tune_limit: int = _D["tune_limit"]
     # Without CUDA the interpreter runs ~1 ms per program instance, so inputs are shrunk to this
     # many bytes unless the user set --shape (agents/shrink.py).
-    cpu_input_bytes: int = CPU_INPUT_BYTES
+    cpu_input_bytes: int = _D["cpu_input_bytes"]
     # The fusion codegen's kernel joins round 1 as an extra candidate when an LLM codes.
-    fusion_seed: bool = True
+    fusion_seed: bool = _D["fusion_seed"]
     # Where things go. The response cache is agents/llm/cache.py's (KERNELWRIGHT_CACHE_DIR);
     # no_cache skips reading it (replies are still stored).
-    out_dir: str = "runs"
-    no_cache: bool = False
-    chat: bool = False
+    out_dir: str = _D["out_dir"]
+    no_cache: bool = _D["no_cache"]
+    chat: bool = _D["chat"]
     # The results store (store.py) the run records into and whose verdict cache the tester
     # reads; None: no store (the CLI always sets one: --db, KERNELWRIGHT_DB, else inside out_dir).
-    db: str | None = None
+    db: str | None = _D["db"]
 
     def model_for(self, role: Role) -> str | None:
         """The model a role uses: its own setting, else the run's default model."""
@@ -144,43 +148,19 @@ class RunConfig:
 
 INVOCATION_FIELDS = ("devices", "executor", "ray_address", "max_retries")
 
-# The smallest value of each knob that still means something: `rounds = 0` would still run a
-# round (the critic counts a round after it ran), `trials = 0` would verify nothing.
-MINIMUMS: dict[str, float] = {
-    "rounds": 1,
-    "candidates": 1,
-    "patience": 1,
-    "trials": 1,
-    "workers": 1,
-    "max_retries": 0,
-    "budget_tokens": 1,
-    "tune_limit": 0,
-    "cpu_input_bytes": 1,
-    "margin": 0.0,
-}
-# Knobs that must be above zero (a zero budget would stop before the first round).
-POSITIVE = ("budget_usd", "time_budget_s", "eval_timeout_s", "roofline_target", "max_memory_gb")
-
 
 def value_problem(name: str, value: Any) -> str | None:
-    """What is wrong with `value` for RunConfig field `name`, or None when it can be used."""
+    """What is wrong with `value` for RunConfig field `name`, or None when it can be used (the
+    limits are the registry's, knobs.py)."""
     if name == "baseline":
         from ..decisions import BASELINES
 
         return None if value in BASELINES else f"must be one of {', '.join(BASELINES)}"
     if name == "executor":
         return None if value in EXECUTORS else f"must be one of {', '.join(EXECUTORS)}"
-    if value is None or name not in (*MINIMUMS, *POSITIVE):
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return f"expected a number, got {value!r}"
-    if name in MINIMUMS and value < MINIMUMS[name]:
-        return f"must be at least {MINIMUMS[name]:g}, got {value:g}"
-    if name in POSITIVE and value <= 0:
-        return f"must be above 0, got {value:g}"
-    if name == "roofline_target" and value > 1:
+    if name == "roofline_target" and isinstance(value, (int, float)) and value > 1:
         return f"is a fraction of the roofline, at most 1, got {value:g}"
-    return None
+    return knobs.for_field(name).problem(value)
 
 
 def flag_name(field_name: str) -> str:
@@ -190,69 +170,9 @@ def flag_name(field_name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def parse_duration(text: str) -> float:
-    """Seconds in '90', '90s', '30m', '1.5h' or '1h30m'."""
-    text = text.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([hms])", text)
-    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
-        raise ValueError(f"{text!r} is not a duration (try 90s, 30m, 1h30m)")
-    scale = {"h": 3600.0, "m": 60.0, "s": 1.0}
-    return sum(float(n) * scale[u] for n, u in parts)
-
-
-def parse_shapes(text: str) -> dict[str, int | tuple[int, ...]]:
-    """{'N': 64, 'kernel_size': (3, 5)} from 'N=64,kernel_size=3,5' (the environment's form of
-    repeated --shape): an item without '=' continues the tuple before it."""
-    from ..sandbox.task import parse_size
-
-    items: list[list[str]] = []
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        if "=" in item:
-            items.append([item])
-        elif items:
-            items[-1].append(item)
-        else:
-            raise ValueError(f"shape {item!r} is not NAME=VALUE")
-    shapes = {}
-    for parts in items:
-        name, _, value = ",".join(parts).partition("=")
-        shapes[name.strip()] = parse_size(value)
-    return shapes
-
-
-def parse_bool(text: str) -> bool:
-    """A boolean environment value: 1/true/yes/on or 0/false/no/off (empty: false); anything
-    else is an error, not a silent false. RunConfig's and LLMConfig's variables both use it."""
-    if text.strip().lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.strip().lower() in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError(f"{text!r} is not a boolean (use 1/0, true/false)")
-
-
-def _parser_for(f: dataclasses.Field) -> Callable[[str], Any]:
-    if f.name == "time_budget_s":
-        return parse_duration
-    if f.name == "shapes":
-        return parse_shapes
-    if f.name == "devices":  # KERNELWRIGHT_DEVICES=cuda:0,cuda:1
-        return lambda text: tuple(d.strip() for d in text.split(",") if d.strip())
-    kind = str(f.type)
-    if kind.startswith("bool"):
-        return parse_bool
-    if kind.startswith("int"):
-        return int
-    if kind.startswith("float"):
-        return float
-    return str
-
-
 def env_name(field_name: str) -> str:
     """The environment variable of a field: KERNELWRIGHT_TIME_BUDGET for time_budget_s."""
-    name = field_name.removesuffix("_s") if field_name.endswith("budget_s") else field_name
-    return ENV_PREFIX + name.upper()
+    return knobs.for_field(field_name).name
 
 
 def resolve_config(
@@ -269,13 +189,8 @@ def resolve_config(
     for f in dataclasses.fields(RunConfig):
         if flags.get(f.name) is not None and flags.get(f.name) != {}:
             values[f.name], sources[f.name] = flags[f.name], "flag"
-        elif env.get(env_name(f.name), "").strip():
-            raw = env[env_name(f.name)]
-            try:
-                values[f.name] = _parser_for(f)(raw)
-            except ValueError as e:
-                raise ValueError(f"{env_name(f.name)}={raw!r}: {e}") from None
-            sources[f.name] = "env"
+        elif knobs.for_field(f.name).lookup(env) is not None:
+            values[f.name], sources[f.name] = knobs.for_field(f.name).read(env), "env"
         else:
             sources[f.name] = "default"
     # A role's own setting from the environment must not beat the run's given on the command

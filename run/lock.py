@@ -24,11 +24,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+from ..errors import KernelwrightError
+
 LOCK_NAME = ".kernelwright.lock"
 
 
-class Busy(Exception):
+class Busy(KernelwrightError):
     """Another process holds the lock; the message says who (pid, host, since)."""
+
+    fault = "configuration"
 
     def __init__(self, what: str, path: Path, holder: dict[str, Any]) -> None:
         self.path, self.holder = path, holder
@@ -46,8 +50,10 @@ class Busy(Exception):
         )
 
 
-class NotWritable(Exception):
+class NotWritable(KernelwrightError):
     """The directory the lock (and whatever the command writes) would go in is not writable."""
+
+    fault = "configuration"
 
 
 _held: dict[str, tuple[IO[str], int]] = {}

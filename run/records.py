@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import knobs
 from ..decisions import run_status
 from ..sandbox.results import Environment
 from ..store import BestKernel, Store, variant_key
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from ..sandbox.task import Task
 
 DB_NAME = "kernelwright.db"
-DB_ENV = "KERNELWRIGHT_DB"
+DB_ENV = knobs.for_field("db").name  # KERNELWRIGHT_DB
 
 
 def default_db_path(out_dir: str | os.PathLike[str] = "runs") -> str:

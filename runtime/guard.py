@@ -34,6 +34,7 @@ from torch import nn
 from torch.nn.modules import module as _nn_module
 
 from ..sandbox.compare import TOLERANCES, check_structure, compare, mismatch_rule, tolerance
+from ..sandbox.errors import KernelwrightError
 from ..sandbox.task import load_parameters
 from .canary import Canary, CanaryPolicy, Decision
 from .envelope import Envelope, signature
@@ -51,8 +52,10 @@ _FOLD_EVERY = 1024
 _NEVER = 1 << 62  # the tick of the next sampled call when nothing is sampled
 
 
-class GuardMismatch(RuntimeError):
+class GuardMismatch(KernelwrightError, RuntimeError):
     """on_mismatch="raise": the kernel disagreed with the reference (or raised, or gave NaN)."""
+
+    fault = "candidate"
 
 
 @dataclass(frozen=True)

@@ -37,12 +37,15 @@ import torch
 
 from . import integrity, launches, pyparse, sourcetext, transport, tritoncompat
 from .compare import flatten_outputs, storages_overlap
+from .errors import KernelwrightError
 from .guard import Guard
 from .task import Task, load_parameters, seeded, task_namespace
 
 
-class Refusal(Exception):
+class Refusal(KernelwrightError):
     """A failure of the candidate: becomes {"error": ...} in the reply."""
+
+    fault = "candidate"
 
     def __init__(self, status: str, message: str, rule: str | None = None):
         super().__init__(message)

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from .errors import KernelwrightError
+
 # Offsets of views inside a region: a multiple of every element size and of a 128-byte line.
 ALIGN = 256
 _POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -33,8 +35,10 @@ _READWRITE = 3  # CU_MEM_ACCESS_FLAGS_PROT_READWRITE
 _RECOMMENDED = 1  # CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
 
 
-class DeviceMemoryError(RuntimeError):
+class DeviceMemoryError(KernelwrightError, RuntimeError):
     """A CUDA driver call of this module failed (the evaluator's fault, never the candidate's)."""
+
+    fault = "evaluator"
 
 
 class _Location(ctypes.Structure):

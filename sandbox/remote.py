@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import bwrap, transport
+from .errors import KernelwrightError
 from .isolation import (
     CANDIDATE_ENV_ALLOW,
     CANDIDATE_ENV_PREFIXES,
@@ -29,6 +30,7 @@ from .isolation import (
     descendants,
     rss_bytes,
 )
+from .results import fault_of
 
 # A new zygote imports torch and Triton (cold disk: ~30 s, warm ~2-4 s).
 _START_TIMEOUT_S = 300.0
@@ -37,12 +39,13 @@ _LOG_TAIL_BYTES = 16384
 _LOG_TAIL_LINES = 25
 
 
-class CandidateFailure(Exception):
+class CandidateFailure(KernelwrightError):
     """The candidate process failed to answer: status, rule and message of the verdict."""
 
     def __init__(self, status: str, rule: str, message: str):
         super().__init__(message)
         self.status, self.rule, self.message = status, rule, message
+        self.fault = fault_of(status, rule)
 
 
 class Sandbox:

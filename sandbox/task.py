@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from .contract import torch_dtypes
+from .errors import KernelwrightError
 from .metashapes import quick_rnns
 from .pyparse import compile_tree, parse, serialised
 
@@ -87,8 +88,10 @@ Size = int | tuple[int, ...]
 Slot = tuple[str, int | None]
 
 
-class TaskError(Exception):
+class TaskError(KernelwrightError):
     """A task file or a size override that cannot be used; the message is one line for a user."""
+
+    fault = "task"
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ from typing import Any, TypeGuard
 
 import torch
 
+from .errors import KernelwrightError
+
 # One message's JSON: requests and replies are descriptions, never data (data rides in memfds).
 MAX_MESSAGE_BYTES = 256 * 1024
 # Tensors (memfds) one message may carry: outputs and inputs of one call.
@@ -68,12 +70,16 @@ SEALS_SIZE = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 SEALS_FROZEN = SEALS_SIZE | fcntl.F_SEAL_WRITE
 
 
-class ProtocolError(Exception):
+class ProtocolError(KernelwrightError):
     """The peer sent something that is not a well-formed message: a verdict, never a crash."""
 
+    fault = "candidate"  # the pool makes a worker's its own rule, "protocol" (the evaluator's)
 
-class PeerGone(Exception):
+
+class PeerGone(KernelwrightError):
     """The peer closed its end (it exited or was killed)."""
+
+    fault = "candidate"
 
 
 @dataclass

@@ -18,6 +18,8 @@ import inspect
 import os
 import time
 
+from .errors import KernelwrightError
+
 _MARK = "_kernelwright_scalar_index"
 
 
@@ -510,8 +512,10 @@ def _fix_bool_ops(interp) -> bool:
     return True
 
 
-class OutOfBounds(RuntimeError):
-    pass
+class OutOfBounds(KernelwrightError, RuntimeError):
+    """A launch under the interpreter touched memory outside its tensors' storages."""
+
+    fault = "candidate"
 
 
 _BOUNDS: list = []  # the (start, end) byte ranges of the storages of the launch being run

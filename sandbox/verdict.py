@@ -9,15 +9,17 @@ import time
 from typing import Any
 
 from . import transport
-from .results import Mismatch
+from .errors import KernelwrightError
+from .results import Mismatch, fault_of
 
 
-class Verdict(Exception):
+class Verdict(KernelwrightError):
     """Ends an evaluation with a status, the rule that fired, and a message for the critic."""
 
     def __init__(self, status: str, message: str, rule: str | None = None, recycle: bool = False):
         super().__init__(message)
         self.status, self.message, self.rule, self.recycle = status, message, rule, recycle
+        self.fault = fault_of(status, rule)
 
 
 @dataclasses.dataclass

@@ -114,7 +114,7 @@ def test_rate_limit_then_success(tmp_path, fake_openai):
 
 
 def test_timeout_mid_run_falls_back_to_rules(tmp_path, fake_openai, monkeypatch):
-    monkeypatch.setenv("KERNELWRIGHT_MAX_RETRIES", "1")  # two 1 s timeouts, then give up
+    monkeypatch.setenv("KERNELWRIGHT_LLM_MAX_RETRIES", "1")  # two 1 s timeouts, then give up
     planner = [reply(json.dumps(PLAN)), stall(times=None)]
     script(fake_openai, [reply(code(WRONG)), reply(code(GOOD))], planner=planner)
     run = optimize(tmp_path / "runs", "--rounds", "2")
@@ -132,7 +132,7 @@ def test_an_endpoint_failing_every_call_is_switched_off_and_the_run_exits_3(
     rounds and exited 0, its only sign a "using rules this step" line."""
     from fake_openai import error
 
-    monkeypatch.setenv("KERNELWRIGHT_MAX_RETRIES", "1")
+    monkeypatch.setenv("KERNELWRIGHT_LLM_MAX_RETRIES", "1")
     fake_openai.script([error(500, "upstream exploded", times=None)])
     out = tmp_path / "runs"
     code = cli.main(["optimize", TASK, "--out", str(out), *FAST, "--rounds", "3"])

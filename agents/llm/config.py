@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ...run.config import parse_bool
+from ... import knobs
+from ...knobs import parse_bool
 from ...sandbox.config import cache_dir
 from .tokens import has_known_tokenizer
 from .usage import DEFAULT_PRICES
@@ -21,6 +22,7 @@ DEFAULT_AZURE_API_VERSION = "2024-10-21"  # the GA Azure OpenAI data-plane versi
 # A server that states a smaller one in its error (vLLM does) is believed from then on.
 DEFAULT_CONTEXT_WINDOW = 32_768
 # A candidate file with its explanation is 2-5k tokens; 8k leaves room for a long one.
+# (KERNELWRIGHT_MAX_OUTPUT_TOKENS's help in knobs.py says 8192 too: test_knobs holds them alike.)
 DEFAULT_MAX_OUTPUT_TOKENS = 8_192
 # Our tokenizer is only exact for OpenAI models; for others o200k_base can under-count by ~10%.
 UNKNOWN_TOKENIZER_HEADROOM = 0.9
@@ -64,6 +66,25 @@ def is_reasoning_model(model: str) -> bool:
     return model.rsplit("/", 1)[-1].lower().startswith(_REASONING_PREFIXES)
 
 
+_L = knobs.defaults("llm")  # the defaults of the fields an environment variable sets (knobs.py)
+# LLMConfig fields read from their variable as they are; model, azure, no_cache and prices are
+# read by _env_values itself.
+_PLAIN_FIELDS = (
+    "timeout_s",
+    "call_budget_s",
+    "breaker_failures",
+    "max_retries",
+    "retry_base_s",
+    "max_concurrency",
+    "temperature",
+    "max_output_tokens",
+    "context_window",
+    "stream",
+    "response_format",
+    "seed",
+)
+
+
 def default_cache_path(env: Mapping[str, str] | None = None) -> str:
     """KERNELWRIGHT_CACHE_DIR (default ~/.cache/kernelwright) / llm_cache.sqlite."""
     return str(cache_dir(env) / "llm_cache.sqlite")
@@ -82,27 +103,31 @@ class LLMConfig:
     azure_deployment: str | None = None  # Azure only; None: the model name is the deployment
     # Per HTTP attempt; streamed, it is the longest silence between two chunks, so a long
     # generation that keeps sending tokens is never cut by it.
-    timeout_s: float = 120.0
-    max_retries: int = 4  # retries after the first attempt, for 429/5xx/drops (timeouts: 1)
-    retry_base_s: float = 1.0  # backoff: base * 2**(attempt-1), jittered x[0.5, 1]
+    timeout_s: float = _L["timeout_s"]
+    max_retries: int = _L[
+        "max_retries"
+    ]  # retries after the first attempt, for 429/5xx/drops (timeouts: 1)
+    retry_base_s: float = _L["retry_base_s"]  # backoff: base * 2**(attempt-1), jittered x[0.5, 1]
     retry_max_s: float = 60.0  # the longest wait; a longer Retry-After ends the call at once
     # No retry starts once a call has taken this long: each retry of a generation is billed,
     # and five 120 s timeouts made one call a 10-minute wait.
-    call_budget_s: float = 300.0
+    call_budget_s: float = _L["call_budget_s"]
     # The circuit breaker: after this many calls in a row failed (each past its retries), the
     # endpoint is not called again for the rest of the run.
-    breaker_failures: int = 3
-    max_concurrency: int = 4  # requests in flight per client (threads share it)
-    temperature: float | None = 0.2  # None: not sent (reasoning models reject it)
+    breaker_failures: int = _L["breaker_failures"]
+    max_concurrency: int = _L["max_concurrency"]  # requests in flight per client (threads share it)
+    temperature: float | None = _L["temperature"]  # None: not sent (reasoning models reject it)
     # None: up to DEFAULT_MAX_OUTPUT_TOKENS, fitted to what the window leaves after the prompt.
-    max_output_tokens: int | None = None
-    context_window: int | None = None  # None: CONTEXT_WINDOWS, unknown -> DEFAULT_CONTEXT_WINDOW
+    max_output_tokens: int | None = _L["max_output_tokens"]
+    context_window: int | None = _L[
+        "context_window"
+    ]  # None: CONTEXT_WINDOWS, unknown -> DEFAULT_CONTEXT_WINDOW
     prices: Mapping[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_PRICES))
-    stream: bool = True  # long generations stream: no timeout while tokens arrive
+    stream: bool = _L["stream"]  # long generations stream: no timeout while tokens arrive
     cache_path: str | None = None  # None: no response cache
     use_cache: bool = True  # False (--no-cache): never read the cache, still write it
-    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
-    seed: int | None = None
+    response_format: Literal["json_schema", "json_object", "none"] = _L["response_format"]
+    seed: int | None = _L["seed"]
 
     @property
     def offline(self) -> bool:
@@ -162,9 +187,8 @@ class LLMConfig:
 
         Environment: OPENAI_API_KEY, OPENAI_BASE_URL, KERNELWRIGHT_MODEL; Azure when
         AZURE_OPENAI_ENDPOINT or KERNELWRIGHT_AZURE=1 (AZURE_OPENAI_API_KEY, OPENAI_API_VERSION,
-        AZURE_OPENAI_DEPLOYMENT); KERNELWRIGHT_{TIMEOUT_S, CALL_BUDGET_S, BREAKER_FAILURES,
-        MAX_RETRIES, RETRY_BASE_S, MAX_CONCURRENCY, TEMPERATURE, MAX_OUTPUT_TOKENS,
-        CONTEXT_WINDOW, STREAM, NO_CACHE, CACHE_DIR, RESPONSE_FORMAT, SEED, PRICES}.
+        AZURE_OPENAI_DEPLOYMENT); the KERNELWRIGHT_* variables knobs.py declares for "llm"
+        (KERNELWRIGHT_TIMEOUT_S, KERNELWRIGHT_LLM_MAX_RETRIES, ...).
         """
         env = dict(os.environ if env is None else env)
         values = _env_values(env)
@@ -225,26 +249,10 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
     if model is None and (values.get("api_key") or values.get("base_url")):
         model = env.get("AZURE_OPENAI_DEPLOYMENT") or DEFAULT_MODEL
     values["model"] = model or "offline"
-    casts: dict[str, tuple[str, Callable[[str], Any]]] = {
-        "KERNELWRIGHT_TIMEOUT_S": ("timeout_s", float),
-        "KERNELWRIGHT_CALL_BUDGET_S": ("call_budget_s", float),
-        "KERNELWRIGHT_BREAKER_FAILURES": ("breaker_failures", int),
-        "KERNELWRIGHT_MAX_RETRIES": ("max_retries", int),
-        "KERNELWRIGHT_RETRY_BASE_S": ("retry_base_s", float),
-        "KERNELWRIGHT_MAX_CONCURRENCY": ("max_concurrency", int),
-        "KERNELWRIGHT_TEMPERATURE": ("temperature", _optional_float),
-        "KERNELWRIGHT_MAX_OUTPUT_TOKENS": ("max_output_tokens", int),
-        "KERNELWRIGHT_CONTEXT_WINDOW": ("context_window", int),
-        "KERNELWRIGHT_STREAM": ("stream", _env_bool),
-        "KERNELWRIGHT_RESPONSE_FORMAT": ("response_format", str),
-        "KERNELWRIGHT_SEED": ("seed", int),
-    }
-    for var, (name, cast) in casts.items():
-        if env.get(var, "") != "":
-            try:
-                values[name] = cast(env[var])
-            except ValueError as e:  # named, as RunConfig's variables are
-                raise ValueError(f"{var}={env[var]!r}: {e}") from None
+    for name in _PLAIN_FIELDS:
+        knob = knobs.for_field(name, "llm")
+        if knob.lookup(env) is not None:  # a bad value raises ValueError naming its variable
+            values[name] = knob.read(env)
     values["cache_path"] = default_cache_path(env)
     values["use_cache"] = not _env_bool(env.get("KERNELWRIGHT_NO_CACHE"))
     if env.get("KERNELWRIGHT_PRICES"):
@@ -255,7 +263,3 @@ def _env_values(env: Mapping[str, str]) -> dict[str, Any]:
 
 def _env_bool(value: str | None) -> bool:
     return parse_bool(value or "")
-
-
-def _optional_float(value: str) -> float | None:
-    return None if value.strip().lower() in ("none", "") else float(value)

@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
+from ...errors import KernelwrightError
+
 if TYPE_CHECKING:
     import openai
 
@@ -32,13 +34,15 @@ ERROR_KINDS = frozenset(
 RETRYABLE_KINDS = frozenset({"rate_limit", "timeout", "server", "connection"})
 
 
-class LLMError(Exception):
+class LLMError(KernelwrightError):
     """A chat call that failed for good; `kind` says why (one of ERROR_KINDS).
 
     `circuit_open`: the call was never sent, because the endpoint had failed too many calls in a
     row (the breaker's one line already said so). `usage`: what the failed call was billed (a
     filtered reply still costs its prompt).
     """
+
+    fault = "configuration"  # the endpoint configured (its key, URL, model, window)
 
     def __init__(
         self,
@@ -92,8 +96,10 @@ class PromptTooLarge(LLMError):
         self.budget = budget
 
 
-class Failure(Exception):
+class Failure(KernelwrightError):
     """One failed attempt, classified (internal: becomes LLMError once retries are spent)."""
+
+    fault = "configuration"
 
     def __init__(
         self,
