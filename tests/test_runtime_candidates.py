@@ -39,8 +39,9 @@ assert STORE in WARMUP and LAUNCH in WARMUP
 # The same launch through the launcher itself, on the stream the runner of compiled[grid] takes
 # (Triton's driver's current stream; the interpreter's stand-in ignores it, and the handles).
 RUN_LAUNCH = (
-    "        driver = triton.runtime.driver.active\n"
-    "        stream = driver.get_current_stream(x.device.index) if x.is_cuda else 0\n"
+    "        stream = 0  # the interpreter has no driver\n"
+    "        if x.is_cuda:\n"
+    "            stream = triton.runtime.driver.active.get_current_stream(x.device.index)\n"
     "        compiled.run(\n"
     "            programs, 1, 1, stream, compiled.function, compiled.packed_metadata,\n"
     "            compiled.launch_metadata((programs, 1, 1), stream, *args, block),\n"
