@@ -10,12 +10,20 @@ CompiledKernel.__getitem__ is wrapped too, and its launch counts for the JITFunc
 the kernel (`compiled.src.fn`), only for a CompiledKernel that JITFunction's own cache holds (what
 its compile made, not an object put together by hand). Under the interpreter, warmup returns
 tritoncompat's stand-in, whose launches go through InterpretedFunction.run.
+
+The launcher itself, `compiled.run(grid0, grid1, grid2, stream, function, packed_metadata,
+launch_metadata, enter_hook, exit_hook, *args)` (CompiledKernel's `run` property, what both
+`kernel[grid]` and `compiled[grid]` call inside), is wrapped too, with the same rule: a launch
+through it counts for `compiled.src.fn` when that kernel's cache holds `compiled`. A launch
+already being counted (JITFunction.run, the __getitem__ runner) is not counted again by the
+launcher it calls. Under the interpreter the stand-in's `run` takes the same arguments.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import threading
 from typing import Any
 
 from .results import KernelStats
@@ -23,6 +31,18 @@ from .results import KernelStats
 _counts: collections.Counter = collections.Counter()
 _kernels: dict[int, Any] = {}
 _installed = False
+
+
+class _Launching(threading.local):
+    depth = 0  # counted launches in progress on this thread
+
+
+_launching = _Launching()
+
+
+def _count(kernel: Any) -> None:
+    _counts[id(kernel)] += 1
+    _kernels[id(kernel)] = kernel
 
 
 def install() -> None:
@@ -54,12 +74,15 @@ def _wrap(cls: Any) -> None:
     original = cls.run
 
     def run(self, *args, **kwargs):
-        out = original(self, *args, **kwargs)
+        _launching.depth += 1
+        try:
+            out = original(self, *args, **kwargs)
+        finally:
+            _launching.depth -= 1
         # Counted once the launch returned: a launch that raised (and that a fallback caught)
         # did not run a kernel.
         if not kwargs.get("warmup", False):
-            _counts[id(self)] += 1
-            _kernels[id(self)] = self
+            _count(self)
         return out
 
     run.__wrapped__ = original  # type: ignore[attr-defined]
@@ -77,15 +100,51 @@ def _wrap_compiled(cls: Any) -> None:
             return runner
 
         def launch(*args, **kwargs):
-            out = runner(*args, **kwargs)
-            _counts[id(kernel)] += 1  # once the launch returned, as in `run`
-            _kernels[id(kernel)] = kernel
+            _launching.depth += 1
+            try:
+                out = runner(*args, **kwargs)
+            finally:
+                _launching.depth -= 1
+            _count(kernel)  # once the launch returned, as in `run`
             return out
 
         return launch
 
     __getitem__.__wrapped__ = original  # type: ignore[attr-defined]
     cls.__getitem__ = __getitem__
+    launcher = vars(cls).get("run")
+    if isinstance(launcher, property) and launcher.fget is not None:
+        cls.run = property(_counted_launcher(launcher.fget), doc=launcher.__doc__)
+
+
+def _counted_launcher(fget: Any) -> Any:
+    """CompiledKernel.run's getter, returning a launcher that counts each call made outside a
+    launch already counted."""
+
+    def run(self):
+        launcher = fget(self)
+        if _launching.depth:  # JITFunction.run or the runner above is launching: counted there
+            return launcher
+        kernel = _compiled_by(self)
+        if kernel is None:
+            return launcher
+
+        def launch(*args, **kwargs):
+            if _launching.depth:
+                return launcher(*args, **kwargs)
+            _launching.depth += 1
+            try:
+                out = launcher(*args, **kwargs)
+            finally:
+                _launching.depth -= 1
+            _count(kernel)
+            return out
+
+        return launch
+
+    run.__wrapped__ = fget  # type: ignore[attr-defined]
+    run.__name__ = "run"
+    return run
 
 
 def _compiled_by(compiled: Any) -> Any:

@@ -365,8 +365,10 @@ WARMUP_NOTE = (
 
 class InterpretedCompiledKernel:
     """What `kernel.warmup(...)` returns under the interpreter, in place of the CompiledKernel
-    the compiler returns (the stock interpreter returned None): `compiled[grid](*args)` runs the
-    interpreted kernel, through `InterpretedFunction.run`, so the launch is counted where every
+    the compiler returns (the stock interpreter returned None): `compiled[grid](*args)` and the
+    launcher itself, `compiled.run(grid0, grid1, grid2, stream, compiled.function,
+    compiled.packed_metadata, launch_metadata, enter_hook, exit_hook, *args)`, run the
+    interpreted kernel through `InterpretedFunction.run`, so the launch is counted where every
     other launch is (launches.py). It asks what the compiled launcher needs: a grid of three
     entries and every argument of the kernel, constexprs included, in order (the launcher skips
     the constexprs; passed fewer, it reads past its arguments)."""
@@ -387,24 +389,52 @@ class InterpretedCompiledKernel:
         self.metadata = collections.namedtuple("KernelMetadata", sorted(md))(**md)
         self.name = md["name"]
         self.n_regs, self.n_spills = 0, 0
+        # What a compiled launch passes along to its launcher; nothing was loaded.
+        self.module, self.function, self.packed_metadata = None, None, None
 
     def _init_handles(self) -> None:
         """Nothing to load: the interpreter compiles nothing."""
 
+    def launch_metadata(self, grid, stream, *args):
+        """The launch hooks' metadata: None, as the compiler's is without a launch_enter_hook."""
+        return None
+
+    def run(
+        self,
+        grid_0,
+        grid_1,
+        grid_2,
+        stream,
+        function,
+        packed_metadata,
+        launch_metadata,
+        enter_hook,
+        exit_hook,
+        *args,
+    ):
+        """The compiled launcher's call: the grid's three entries, the stream and the handles
+        (ignored: nothing was compiled), the launch hooks (called with `launch_metadata`, as
+        the launcher calls them when set), then every argument of the kernel in order."""
+        kernel, names, constexprs = self._kernel, self._arg_names, self._constexprs
+        if len(args) != len(names):
+            raise TypeError(
+                f"the compiled {kernel.fn.__name__} is launched with all {len(names)} of its "
+                f"arguments, constexprs included, in order ({', '.join(names)}); got "
+                f"{len(args)}"
+            )
+        note(WARMUP_NOTE)
+        if enter_hook is not None:
+            enter_hook(launch_metadata)
+        args = tuple(constexprs.get(n, a) for n, a in zip(names, args))
+        kernel.run(*args, grid=(grid_0, grid_1, grid_2), warmup=False)
+        if exit_hook is not None:
+            exit_hook(launch_metadata)
+
     def __getitem__(self, grid):
         grid = (grid[0], grid[1], grid[2])  # the compiled runner indexes three entries too
-        kernel, names, constexprs = self._kernel, self._arg_names, self._constexprs
 
         def runner(*args, stream=None):
-            if len(args) != len(names):
-                raise TypeError(
-                    f"the compiled {kernel.fn.__name__} is launched with all {len(names)} of its "
-                    f"arguments, constexprs included, in order ({', '.join(names)}); got "
-                    f"{len(args)}"
-                )
-            note(WARMUP_NOTE)
-            args = tuple(constexprs.get(n, a) for n, a in zip(names, args))
-            kernel.run(*args, grid=grid, warmup=False)
+            self.run(*grid, stream, None, None, None, None, None, *args)
 
         return runner
 
