@@ -60,39 +60,12 @@ class TensorSpec:
             raise ValueError(f"unknown dtype {self.dtype!r} in a TensorSpec (use e.g. 'float32')")
         object.__setattr__(self, "shape", tuple(self.shape))
         object.__setattr__(self, "_torch_dtype", _DTYPES[self.dtype])
-        # What admits() compares, precomputed in one tuple: the torch dtype, the device type and
-        # the tensor flag that answers it, the whole shape when every dimension is fixed (else
-        # None), the rank, the (index, size) pairs that are fixed, and contiguity.
-        exact = None if None in self.shape else self.shape
-        fixed = tuple((i, d) for i, d in enumerate(self.shape) if d is not None)
-        flag = _DEVICE_FLAGS.get(self.device or "")
-        plan = (_DTYPES[self.dtype], self.device, flag, exact, len(self.shape), fixed)
-        object.__setattr__(self, "_plan", (*plan, self.contiguous))
+        object.__setattr__(self, "_admits", _compile((self,)))
 
     def admits(self, x: Any) -> bool:
         """mismatch(x) is None, without building a message (the guard's per-call check).
         Anything unexpected (an exception reading the metadata) is a "no": mismatch() decides."""
-        dtype, device, flag, exact, rank, fixed, contiguous = self._plan  # type: ignore[attr-defined]
-        try:
-            if not isinstance(x, torch.Tensor) or x.dtype is not dtype:
-                return False
-            if device is not None and not (getattr(x, flag) if flag else x.device.type == device):
-                return False
-            if x.layout is not _STRIDED:
-                return False
-            shape = x.shape
-            if exact is not None:
-                if shape != exact:
-                    return False
-            elif len(shape) != rank:
-                return False
-            else:
-                for i, d in fixed:
-                    if shape[i] != d:
-                        return False
-            return not contiguous or x.is_contiguous()
-        except Exception:
-            return False
+        return self._admits((x,))  # type: ignore[attr-defined]
 
     def mismatch(self, x: Any, where: str) -> str | None:
         """Why `x` is outside this spec, or None."""
@@ -136,12 +109,12 @@ class ValueSpec:
     value: Any = None
     exact: bool = True
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_admits", _compile((self,)))
+
     def admits(self, x: Any) -> bool:
         """mismatch(x) is None, without building a message."""
-        try:
-            return type(x).__name__ == self.type and not (self.exact and x != self.value)
-        except Exception:
-            return False
+        return self._admits((x,))  # type: ignore[attr-defined]
 
     def mismatch(self, x: Any, where: str) -> str | None:
         if type(x).__name__ != self.type:
@@ -166,7 +139,7 @@ class Envelope:
 
     def __init__(self, inputs: Sequence[Spec]):
         object.__setattr__(self, "inputs", tuple(inputs))
-        object.__setattr__(self, "_checks", tuple(spec.admits for spec in self.inputs))
+        object.__setattr__(self, "_admits", _compile(self.inputs))
 
     def mismatch(self, args: tuple, kwargs: dict) -> str | None:
         """Why a call with these arguments is outside the envelope, or None when it is inside."""
@@ -182,16 +155,14 @@ class Envelope:
 
     def admits(self, args: tuple) -> bool:
         """Whether a call with these positional arguments (and no keyword arguments) is inside:
-        exactly `mismatch(args, {}) is None`, at a fraction of its cost (no message is built)."""
-        checks = self._checks  # type: ignore[attr-defined]
-        if len(args) != len(checks):
-            return False
-        if len(checks) == 1:  # the common case, without the loop
-            return checks[0](args[0])
-        for x, check in zip(args, checks):  # noqa: SIM110 (a loop: no generator per call)
-            if not check(x):
-                return False
-        return True
+        exactly `mismatch(args, {}) is None`, at a fraction of its cost (no message is built).
+        The guard calls the compiled check itself (`checker`), one frame fewer."""
+        return self._admits(args)  # type: ignore[attr-defined]
+
+    @property
+    def checker(self) -> Any:
+        """The compiled form of `admits`: one function of the positional arguments."""
+        return self._admits  # type: ignore[attr-defined]
 
     def to_dict(self) -> dict[str, Any]:
         return {"inputs": [s.to_dict() for s in self.inputs]}
@@ -225,6 +196,63 @@ class Envelope:
         if len(counts) != 1:
             raise ValueError(f"verified input lists of different lengths: {sorted(counts)}")
         return cls([_merged([e[i] for e in examples], i, device) for i in range(counts.pop())])
+
+
+def _compile(specs: tuple[Spec, ...]) -> Any:
+    """The envelope's check as one generated function of the positional arguments: what
+    `mismatch(args, {}) is None` says, from the metadata reads mismatch() makes (in its order),
+    with no loop, no per-spec call and no message. The source holds names and indices only: every
+    value it compares against (dtypes, shapes, sizes, device types, values) is a constant of its
+    namespace. Anything raised while reading an input is a "no" (mismatch() then says why)."""
+    ns: dict[str, Any] = {"Tensor": torch.Tensor, "STRIDED": _STRIDED}
+    n = len(specs)
+    # Unpacking raises (a "no") on a wrong count of inputs.
+    lines = (
+        [", ".join(f"x{i}" for i in range(n)) + ", = args"]
+        if n
+        else ["if args:", "    return False"]
+    )
+    for i, spec in enumerate(specs):
+        x = f"x{i}"
+        if isinstance(spec, TensorSpec):
+            ns[f"d{i}"] = spec._torch_dtype  # type: ignore[attr-defined]
+            conds = [f"isinstance({x}, Tensor)", f"{x}.dtype is d{i}"]
+            if spec.device is not None:
+                flag = _DEVICE_FLAGS.get(spec.device)
+                if flag is not None:  # a flag of the tensor's: no torch.device built
+                    conds.append(f"{x}.{flag}")
+                else:
+                    ns[f"v{i}"] = spec.device
+                    conds.append(f"{x}.device.type == v{i}")
+            conds.append(f"{x}.layout is STRIDED")
+            if None not in spec.shape:
+                ns[f"e{i}"] = spec.shape
+                conds.append(f"{x}.shape == e{i}")
+            else:  # the rank, then the fixed dimensions
+                lines += [f"if not ({' and '.join(conds)}):", "    return False"]
+                lines.append(f"s{i} = {x}.shape")
+                conds = [f"len(s{i}) == {len(spec.shape)}"]
+                for j, d in enumerate(spec.shape):
+                    if d is not None:
+                        ns[f"k{i}_{j}"] = d
+                        conds.append(f"s{i}[{j}] == k{i}_{j}")
+            if spec.contiguous:
+                conds.append(f"{x}.is_contiguous()")
+        else:
+            ns[f"t{i}"] = spec.type
+            conds = [f"type({x}).__name__ == t{i}"]
+            if spec.exact:
+                ns[f"v{i}"] = spec.value
+                conds.append(f"not ({x} != v{i})")
+        lines += [f"if not ({' and '.join(conds)}):", "    return False"]
+    lines.append("return True")
+    source = "def admits(args):\n    try:\n"
+    source += "".join(f"        {line}\n" for line in lines)
+    source += "    except Exception:\n        return False\n"
+    exec(compile(source, "<kernelwright envelope>", "exec"), ns)  # names only: see above
+    admits = ns["admits"]
+    admits.__doc__ = source  # what the check does, for a reader (and a test)
+    return admits
 
 
 def signature(args: tuple, kwargs: dict | None = None) -> list[str]:
