@@ -3,13 +3,17 @@ away: shadow checks on a sampled fraction of calls, falling back to the referenc
 an exception, NaN/Inf the reference does not have, or inputs outside the verified envelope, a
 canary for a new kernel version, structured logs and counters.
 
-The unsampled call takes no lock: one tick of a shared counter (`itertools.count`, whose next()
-the GIL makes atomic) both counts it and says whether it is the next sampled call (the gaps
-between sampled calls are drawn from the seeded RNG once per sampled call: a geometric law, the
-same as a draw per call); the envelope's precomputed check (`Envelope.admits`); two perf_counter
-reads whose difference goes on a lock-free queue, folded into the latency log every 1024 calls
-and on every read of the stats; and the kernel's `forward`, called directly when no hook asks
-for nn.Module's `__call__` (the guard's own `__call__` skips that hop the same way). No device
+The unsampled call takes no lock and runs one function built ahead of time (`_fast_path`, rebuilt
+whenever what it holds changes), its state bound in its closure rather than read off the
+nn.Module (each of whose attribute reads goes through Module.__getattr__'s hook): the hook dicts
+nn.Module.__call__ would look at (any hook, a compiled module or a jit trace recording scopes
+sends the call through nn.Module's call instead); one tick of a shared counter
+(`itertools.count`, whose next() the GIL makes atomic) that both counts the call and says whether
+it is the next sampled call (the gaps between sampled calls are drawn from the seeded RNG once
+per sampled call: a geometric law, the same as a draw per call); the envelope's compiled check
+(`Envelope.checker`); two perf_counter reads whose difference goes on a lock-free queue, folded
+into the latency log every 1024 calls and on every read of the stats (none with capture_safe);
+and the kernel's `forward`, without nn.Module's `__call__` hop. No device
 synchronisation, no copy. Everything else (a sampled call, a canary, a tripped guard, an input
 outside the envelope, check_finite="always") takes the routed path under the lock. Sampled calls
 clone the inputs (the reference must see them as the kernel got them), run both modules, time the
@@ -18,6 +22,7 @@ kernel with CUDA events and compare on the device: those calls synchronise.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import logging
@@ -47,7 +52,7 @@ ON_MISMATCH: tuple[str, ...] = ("fallback", "call", "raise")
 # Distinct out-of-envelope signatures logged at WARNING; later ones, and repeats, at DEBUG.
 _WARN_SIGNATURES = 64
 # Unsampled calls' host times wait on a lock-free queue; one call in this many folds them in.
-_FOLD_EVERY = 1024
+_FOLD_EVERY = 1024  # a power of two: the fast path folds when tick & (_FOLD_EVERY - 1) == 0
 _NEVER = 1 << 62  # the tick of the next sampled call when nothing is sampled
 
 
@@ -115,9 +120,10 @@ class Guard(nn.Module):
         self._canary: Canary | None = None
         self.decisions: list[Decision] = []
         self._warned: set[tuple[str, ...]] = set()
-        # The kernel, when unsampled calls skip the lock; a plain attribute, not a submodule.
+        # The unsampled call (see _fast_path), or None when every call takes the routed path; a
+        # plain attribute, not a submodule.
         self.__dict__["_fast"] = None
-        self._next_shadow = _NEVER  # the tick of the next sampled call
+        self._shadow_at = [_NEVER]  # the tick of the next sampled call, read without the lock
         self._envelope: Envelope | None = envelope
         self._check_finite: CheckFinite = check_finite
         self.shadow_rate = shadow_rate  # draws the first sampled tick
@@ -136,7 +142,7 @@ class Guard(nn.Module):
             raise ValueError(f"shadow_rate must be within [0, 1], got {rate}")
         with self._lock:
             self._shadow_rate = rate
-            self._next_shadow = self._gap(next(self._ticks))
+            self._shadow_at[0] = self._gap(next(self._ticks))
             self._reads += 1  # that tick was no call
 
     @property
@@ -145,7 +151,9 @@ class Guard(nn.Module):
 
     @envelope.setter
     def envelope(self, envelope: Envelope | None) -> None:
-        self._envelope = envelope
+        with self._lock:
+            self._envelope = envelope
+            self._refresh()
 
     @property
     def check_finite(self) -> CheckFinite:
@@ -161,15 +169,20 @@ class Guard(nn.Module):
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, value)
-        if name == "optimized" and "_fast" in self.__dict__:  # the lock-free path's kernel
+        if name in _REFRESH_ON and "_fast" in self.__dict__:  # what the unsampled path holds
             self._refresh()
 
     def _refresh(self) -> None:
-        """The kernel an unsampled call may run without the lock, or None (it takes the routed
-        path): not while the guard falls back, runs a canary or checks every output. Under the
-        lock (or before any call)."""
-        fast = self._tripped is None and self._canary is None and self._check_finite == "sampled"
-        self.__dict__["_fast"] = self._modules["optimized"] if fast else None
+        """The unsampled call's function (_fast_path), or None (every call takes the routed
+        path): not while the guard falls back, runs a canary, checks every output or is
+        compiled. Under the lock (or before any call)."""
+        fast = (
+            self._tripped is None
+            and self._canary is None
+            and self._check_finite == "sampled"
+            and self._compiled_call_impl is None
+        )
+        self.__dict__["_fast"] = _fast_path(self) if fast else None
 
     def _gap(self, tick: int) -> int:
         """The tick of the next sampled call after `tick`: a geometric gap, so that each call is
@@ -184,8 +197,15 @@ class Guard(nn.Module):
 
     # -- the call ----------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """nn.Module's call (hooks, tracing, compile) when something asks for it, else forward's
-        work without that hop."""
+        """The unsampled call's function when it is armed (it sends every other call back to
+        _call); nn.Module's call (hooks, tracing, compile) when something asks for it; else
+        forward's work without that hop."""
+        fast = self._fast
+        if fast is not None and not kwargs:
+            return fast(self, args)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         if _hooked_globally() or _hooked(self):
             return nn.Module.__call__(self, *args, **kwargs)
         return self._run(args, kwargs, False)
@@ -195,8 +215,8 @@ class Guard(nn.Module):
 
     def _run(self, args: tuple, kwargs: dict, hooked_globally: bool) -> Any:
         tick = next(self._ticks)
-        kernel = self._fast
-        if kernel is not None and tick < self._next_shadow and not kwargs:
+        kernel = self.optimized
+        if self._fast is not None and tick < self._shadow_at[0] and not kwargs:
             envelope = self._envelope
             if envelope is None or envelope.admits(args):
                 # The unsampled call: no lock, nothing allocated on the device.
@@ -213,8 +233,7 @@ class Guard(nn.Module):
                     return self._kernel_raised(e, args, kwargs)
                 self._pending.append(time.perf_counter() - t0)
                 if not tick % _FOLD_EVERY:
-                    with self._lock:
-                        self._fold()
+                    self._fold_now()
                 return out
         return self._routed(tick, args, kwargs)
 
@@ -240,9 +259,9 @@ class Guard(nn.Module):
         """Where this call goes; under the lock. A sampled tick is used up whichever way the call
         goes (as a draw per call would be): a call that cannot be sampled forfeits it."""
         module, canary = self.optimized, self._canary
-        sampled = tick >= self._next_shadow  # this tick, or a later one when another took it
+        sampled = tick >= self._shadow_at[0]  # this tick, or a later one when another took it
         if sampled:
-            self._next_shadow = self._gap(tick)
+            self._shadow_at[0] = self._gap(tick)
         if self._tripped is not None:
             self._counts["fallbacks"] += 1
             return "tripped", module, None
@@ -274,6 +293,10 @@ class Guard(nn.Module):
         if self.check_finite == "always" and _has_nonfinite(out):
             return self._judge_nonfinite(out, args, kwargs)
         return out
+
+    def _fold_now(self) -> None:
+        with self._lock:
+            self._fold()
 
     def _fold(self) -> None:
         """Move the queued host times into the latency log; under the lock."""
@@ -642,6 +665,94 @@ def guard(
     )
 
 
+# The attributes the unsampled path's function holds: setting one on the guard rebuilds it.
+_REFRESH_ON = frozenset(
+    (
+        "optimized",
+        "capture_safe",
+        "_compiled_call_impl",
+        "_forward_hooks",
+        "_forward_pre_hooks",
+        "_backward_hooks",
+        "_backward_pre_hooks",
+    )
+)
+
+
+def _fast_path(guard: Guard) -> Any:
+    """The unsampled call as one function of (guard, args), everything it reads bound in its
+    closure (an nn.Module's attribute reads go through its __getattr__ hook, ~40 ns each):
+
+    - the hooks nn.Module.__call__ would run, on every module, on the guard and on the kernel, a
+      torch.compile'd kernel, and a torch.jit.trace recording module scopes (only then does
+      nn.Module's _slow_forward do more than forward): any of them, and the call goes back to
+      Guard._call, which takes nn.Module's call;
+    - one tick of the call counter, compared with the tick of the next sampled call;
+    - the envelope's compiled check (Envelope.checker), when there is an envelope;
+    - the kernel's forward, read off the kernel at each call (as nn.Module.__call__ reads it),
+      timed with two perf_counter reads onto the lock-free queue unless capture_safe.
+
+    A sampled tick or an input outside the envelope goes to Guard._routed with its tick. The
+    closure holds no reference to the guard (it is passed in): no cycle keeps a dropped guard's
+    kernel alive. Built by _refresh whenever what it holds changes."""
+    kernel = guard._modules["optimized"]
+    kd = kernel.__dict__  # the hook dicts are read at each call: torch may rebind them
+    gf, gfp, gb, gbp = (
+        guard._forward_hooks,
+        guard._forward_pre_hooks,
+        guard._backward_hooks,
+        guard._backward_pre_hooks,
+    )  # the guard's own: rebinding one (__setattr__) rebuilds this function
+    g1, g2, g3, g4 = _GLOBAL_HOOKS
+    jit_trace = _jit_trace
+    envelope = guard._envelope
+    admits = envelope.checker if envelope is not None else None
+    shadow_at = guard._shadow_at
+    tick_of = guard._ticks.__next__
+    timed = not guard.capture_safe
+    clock = time.perf_counter
+    queue = guard._pending.append
+    fold_mask = _FOLD_EVERY - 1
+
+    def fast(g: Guard, args: tuple) -> Any:
+        if (
+            g1
+            or g2
+            or g3
+            or g4
+            or gf
+            or gfp
+            or gb
+            or gbp
+            or kd["_forward_hooks"]
+            or kd["_forward_pre_hooks"]
+            or kd["_backward_hooks"]
+            or kd["_backward_pre_hooks"]
+            or ("_compiled_call_impl" in kd and kd["_compiled_call_impl"] is not None)
+            or jit_trace._trace_module_map is not None
+        ):
+            return g._call(args, {})
+        tick = tick_of()
+        if tick >= shadow_at[0] or (admits is not None and not admits(args)):
+            return g._routed(tick, args, {})
+        if timed:
+            t0 = clock()
+            try:
+                out = kernel.forward(*args)
+            except Exception as e:
+                return g._kernel_raised(e, args, {})
+            queue(clock() - t0)
+            if not tick & fold_mask:
+                g._fold_now()
+            return out
+        try:
+            return kernel.forward(*args)
+        except Exception as e:
+            return g._kernel_raised(e, args, {})
+
+    return fast
+
+
 # nn.Module's hooks on every module: dicts that torch mutates and never rebinds.
 _GLOBAL_HOOKS = (
     _nn_module._global_forward_hooks,
@@ -650,6 +761,7 @@ _GLOBAL_HOOKS = (
     _nn_module._global_backward_pre_hooks,
 )
 _tracing_state = torch._C._get_tracing_state
+_jit_trace = importlib.import_module("torch.jit._trace")  # its _trace_module_map, read per call
 
 
 def _hooked_globally() -> bool:

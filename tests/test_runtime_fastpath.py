@@ -29,6 +29,18 @@ class Off(nn.Module):
         return F.silu(x) + 1.0
 
 
+def _other_layouts(base: torch.Tensor) -> list:
+    """Layouts whose tensors answer is_contiguous() True (mkldnn; a jagged nested tensor, whose
+    shape holds a nested int) or raise on it (sparse CSR): only the layout check keeps them out."""
+    made = [base.to_sparse_csr()]
+    if torch.backends.mkldnn.is_available():
+        made.append(base.to_mkldnn())
+    made.append(
+        torch.nested.nested_tensor([torch.randn(2, 8), torch.randn(3, 8)], layout=torch.jagged)
+    )
+    return made
+
+
 def _inputs() -> list:
     """Tensors and values that sit just inside and just outside the specs below."""
     base = torch.randn(4, 8)
@@ -46,6 +58,7 @@ def _inputs() -> list:
         torch.empty(4, 8, device="meta"),
         base.to_sparse(),  # (4, 8), sparse COO: strides (0, 0)
         torch.nn.Parameter(base.clone()),  # a Tensor subclass
+        *_other_layouts(base),
         torch.randn(()),
         3,
         4,
@@ -63,6 +76,8 @@ SPECS = [
     TensorSpec("float32", (None, None), "cuda"),
     TensorSpec("float32", (4, 8), "meta"),
     TensorSpec("float32", (4, None), contiguous=False),
+    TensorSpec("float32", (None, None, 8)),
+    TensorSpec("float32", (None, None), contiguous=False),
     TensorSpec("float64", (4, 8), "cpu"),
     TensorSpec("float32", ()),
     ValueSpec("int", 3),
@@ -73,6 +88,7 @@ SPECS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support")
 def test_the_fast_envelope_check_gives_the_full_checks_verdict_on_every_input():
     inside = 0
     for spec in SPECS:
@@ -176,6 +192,41 @@ def test_capture_safe_records_no_time_and_samples_nothing_while_capturing(monkey
     for _ in range(3):
         plain(x)
     assert plain.stats()["calls"] == 3
+
+
+def test_the_compiled_check_holds_names_only_and_counts_its_inputs():
+    env = Envelope([TensorSpec("float32", (None, 8), "cpu"), ValueSpec("str", "x')\nboom")])
+    assert "boom" not in env.checker.__doc__  # values are the namespace's constants
+    assert env.admits((torch.randn(2, 8), "x')\nboom"))
+    assert not env.admits((torch.randn(2, 8), "y"))
+    assert Envelope([]).admits(()) and not Envelope([]).admits((1,))
+
+
+def test_a_dropped_guard_is_freed_without_the_garbage_collector():
+    import gc
+    import weakref
+
+    g = guard(Silu(), Silu(), shadow_rate=0.0, envelope=Envelope([TensorSpec("float32", (4,))]))
+    g(torch.randn(4))
+    ref = weakref.ref(g)
+    gc.disable()
+    try:
+        del g
+        assert ref() is None  # the unsampled path's closure holds no reference to its guard
+    finally:
+        gc.enable()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit.trace
+def test_a_traced_guard_records_the_kernel_and_capture_safe_set_later_reaches_the_fast_path():
+    g = guard(Silu(), Off(), shadow_rate=0.0)
+    x = torch.randn(4)
+    traced = torch.jit.trace(g, (x,), check_trace=False)
+    assert torch.equal(traced(x), F.silu(x) + 1.0)
+    assert g.stats()["calls"] == 1  # the traced call went through the guard once
+    g.capture_safe = True
+    g(x)
+    assert g.stats()["latency"]["host"]["count"] == 1  # the traced call only: not timed now
 
 
 @pytest.mark.slow
