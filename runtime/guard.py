@@ -300,9 +300,9 @@ class Guard(nn.Module):
 
     def _fold(self) -> None:
         """Move the queued host times into the latency log; under the lock."""
-        pending, host = self._pending, self._host
-        while pending:
-            host.add(pending.popleft())
+        pending = self._pending
+        take = pending.popleft  # as many as are there now: appends go on the other end
+        self._host.extend([take() for _ in range(len(pending))])
 
     def _counters(self) -> dict[str, int]:
         """The counters now, "calls" read off the tick counter; under the lock."""

@@ -313,3 +313,18 @@ def test_a_soak_of_8_threads_with_a_mismatch_every_1000_calls():
         assert from_reference is (call_id in fallbacks), call_id
         wrong = call_id in bad_ids and call_id not in caught  # unsampled: nothing can know
         assert float(out[0]) == (-2 * call_id - 1 if wrong else 2 * call_id)
+
+
+def test_the_latency_logs_bulk_extend_is_add_of_each_sample():
+    from kernelwright.runtime.latency import BUCKETS, LatencyLog
+
+    gen = torch.Generator().manual_seed(0)
+    samples = (torch.rand(3000, generator=gen, dtype=torch.float64) * 2e-3).tolist()
+    samples += [*BUCKETS, 0.0, 1e-9, 20.0, BUCKETS[3], BUCKETS[3]]  # on every bound, and beyond
+    one, bulk = LatencyLog(), LatencyLog()
+    for s in samples:
+        one.add(s)
+    bulk.extend(samples[:1000])
+    bulk.extend(samples[1000:])
+    assert bulk.buckets == one.buckets and bulk.count == one.count == len(samples)
+    assert list(bulk.window) == list(one.window) and bulk.sum == pytest.approx(one.sum)
