@@ -139,6 +139,7 @@ class Envelope:
 
     def __init__(self, inputs: Sequence[Spec]):
         object.__setattr__(self, "inputs", tuple(inputs))
+        object.__setattr__(self, "condition", condition(self.inputs))
         object.__setattr__(self, "_admits", _compile(self.inputs))
 
     def mismatch(self, args: tuple, kwargs: dict) -> str | None:
@@ -198,58 +199,57 @@ class Envelope:
         return cls([_merged([e[i] for e in examples], i, device) for i in range(counts.pop())])
 
 
-def _compile(specs: tuple[Spec, ...]) -> Any:
-    """The envelope's check as one generated function of the positional arguments: what
-    `mismatch(args, {}) is None` says, from the metadata reads mismatch() makes (in its order),
-    with no loop, no per-spec call and no message. The source holds names and indices only: every
-    value it compares against (dtypes, shapes, sizes, device types, values) is a constant of its
-    namespace. Anything raised while reading an input is a "no" (mismatch() then says why)."""
-    ns: dict[str, Any] = {"Tensor": torch.Tensor, "STRIDED": _STRIDED}
-    n = len(specs)
-    # Unpacking raises (a "no") on a wrong count of inputs.
-    lines = (
-        [", ".join(f"x{i}" for i in range(n)) + ", = args"]
-        if n
-        else ["if args:", "    return False"]
-    )
+def condition(specs: tuple[Spec, ...]) -> tuple[str, dict[str, Any]]:
+    """The envelope's check as one Python expression of `args` (the positional arguments) and
+    the namespace it needs: what `mismatch(args, {}) is None` says, from the metadata reads
+    mismatch() makes (in its order), with no loop, no call of a spec and no message; a bool. The
+    expression holds names and indices only: every value it compares against (dtypes, shapes,
+    sizes, device types, values) is a constant of the namespace, whose names start with "env_".
+    It may raise on an odd input: its caller takes that as a "no" (mismatch() then says why)."""
+    ns: dict[str, Any] = {"env_Tensor": torch.Tensor, "env_STRIDED": _STRIDED}
+    conds = [f"len(args) == {len(specs)}"]
     for i, spec in enumerate(specs):
-        x = f"x{i}"
+        x = f"env_x{i}"
+        first = f"({x} := args[{i}])"
         if isinstance(spec, TensorSpec):
-            ns[f"d{i}"] = spec._torch_dtype  # type: ignore[attr-defined]
-            conds = [f"isinstance({x}, Tensor)", f"{x}.dtype is d{i}"]
+            ns[f"env_d{i}"] = spec._torch_dtype  # type: ignore[attr-defined]
+            conds += [f"isinstance({first}, env_Tensor)", f"{x}.dtype is env_d{i}"]
             if spec.device is not None:
                 flag = _DEVICE_FLAGS.get(spec.device)
                 if flag is not None:  # a flag of the tensor's: no torch.device built
                     conds.append(f"{x}.{flag}")
                 else:
-                    ns[f"v{i}"] = spec.device
-                    conds.append(f"{x}.device.type == v{i}")
-            conds.append(f"{x}.layout is STRIDED")
+                    ns[f"env_v{i}"] = spec.device
+                    conds.append(f"{x}.device.type == env_v{i}")
+            conds.append(f"{x}.layout is env_STRIDED")
             if None not in spec.shape:
-                ns[f"e{i}"] = spec.shape
-                conds.append(f"{x}.shape == e{i}")
+                ns[f"env_e{i}"] = spec.shape
+                conds.append(f"{x}.shape == env_e{i}")
             else:  # the rank, then the fixed dimensions
-                lines += [f"if not ({' and '.join(conds)}):", "    return False"]
-                lines.append(f"s{i} = {x}.shape")
-                conds = [f"len(s{i}) == {len(spec.shape)}"]
+                conds.append(f"len(env_s{i} := {x}.shape) == {len(spec.shape)}")
                 for j, d in enumerate(spec.shape):
                     if d is not None:
-                        ns[f"k{i}_{j}"] = d
-                        conds.append(f"s{i}[{j}] == k{i}_{j}")
+                        ns[f"env_k{i}_{j}"] = d
+                        conds.append(f"env_s{i}[{j}] == env_k{i}_{j}")
             if spec.contiguous:
                 conds.append(f"{x}.is_contiguous()")
         else:
-            ns[f"t{i}"] = spec.type
-            conds = [f"type({x}).__name__ == t{i}"]
+            ns[f"env_t{i}"] = spec.type
+            conds.append(f"type({first}).__name__ == env_t{i}")
             if spec.exact:
-                ns[f"v{i}"] = spec.value
-                conds.append(f"not ({x} != v{i})")
-        lines += [f"if not ({' and '.join(conds)}):", "    return False"]
-    lines.append("return True")
-    source = "def admits(args):\n    try:\n"
-    source += "".join(f"        {line}\n" for line in lines)
-    source += "    except Exception:\n        return False\n"
-    exec(compile(source, "<kernelwright envelope>", "exec"), ns)  # names only: see above
+                ns[f"env_v{i}"] = spec.value
+                conds.append(f"not ({x} != env_v{i})")
+    return " and ".join(conds), ns
+
+
+def _compile(specs: tuple[Spec, ...]) -> Any:
+    """condition() as a function of the positional arguments (a raise is a "no")."""
+    expr, ns = condition(specs)
+    source = (
+        f"def admits(args):\n    try:\n        return {expr}\n"
+        "    except Exception:\n        return False\n"
+    )
+    exec(compile(source, "<kernelwright envelope>", "exec"), ns)  # names only: see condition
     admits = ns["admits"]
     admits.__doc__ = source  # what the check does, for a reader (and a test)
     return admits

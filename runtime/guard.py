@@ -11,8 +11,9 @@ sends the call through nn.Module's call instead); one tick of a shared counter
 (`itertools.count`, whose next() the GIL makes atomic) that both counts the call and says whether
 it is the next sampled call (the gaps between sampled calls are drawn from the seeded RNG once
 per sampled call: a geometric law, the same as a draw per call); the envelope's compiled check
-(`Envelope.checker`); two perf_counter reads whose difference goes on a lock-free queue, folded
-into the latency log every 1024 calls and on every read of the stats (none with capture_safe);
+(`Envelope.condition`, written into that function); on one call in `host_time_every` (16), two
+perf_counter reads whose difference goes on a lock-free queue, folded into the latency log every
+1024 calls and on every read of the stats (none with capture_safe);
 and the kernel's `forward`, without nn.Module's `__call__` hop. No device
 synchronisation, no copy. Everything else (a sampled call, a canary, a tripped guard, an input
 outside the envelope, check_finite="always") takes the routed path under the lock. Sampled calls
@@ -92,6 +93,7 @@ class Guard(nn.Module):
         canary_policy: CanaryPolicy | None = None,
         seed: int = 0,
         capture_safe: bool = False,
+        host_time_every: int = 16,
     ):
         super().__init__()
         if not 0.0 <= shadow_rate <= 1.0:
@@ -100,11 +102,18 @@ class Guard(nn.Module):
             raise ValueError(f"on_mismatch must be one of {ON_MISMATCH}, got {on_mismatch!r}")
         if check_finite not in ("sampled", "always"):
             raise ValueError(f"check_finite must be 'sampled' or 'always', got {check_finite!r}")
+        if not 1 <= host_time_every <= _FOLD_EVERY or host_time_every & (host_time_every - 1):
+            raise ValueError(
+                f"host_time_every must be a power of two up to {_FOLD_EVERY}, got {host_time_every}"
+            )
         if capture_safe and check_finite == "always":
             raise ValueError('capture_safe=True cannot check_finite="always" (a sync per call)')
         self.reference, self.optimized = reference, optimized
         self.rtol, self.atol = rtol, atol
         self.on_mismatch, self.capture_safe = on_mismatch, capture_safe
+        # One unsampled call in this many is timed on the host (two clock reads and a queued
+        # float: ~0.5 us a call in a small kernel's loop, the biggest part of the guard's cost).
+        self.host_time_every = host_time_every
         self.dtype, self.clone_inputs = dtype, clone_inputs
         self.name, self.version = name, version
         self.canary_policy = canary_policy or CanaryPolicy()
@@ -115,7 +124,7 @@ class Guard(nn.Module):
         self._ticks = itertools.count()  # one next() per call (and per read: _reads says how many)
         self._reads = 0
         self._pending: deque[float] = deque()  # unsampled host times not yet in _host
-        self._host = LatencyLog()  # the optimized kernel's unsampled calls, host wall time
+        self._host = LatencyLog()  # the timed unsampled calls (host_time_every), host wall time
         self._device = LatencyLog()  # its sampled calls, device time (CUDA events on a GPU)
         self._canary: Canary | None = None
         self.decisions: list[Decision] = []
@@ -222,6 +231,11 @@ class Guard(nn.Module):
                 # The unsampled call: no lock, nothing allocated on the device.
                 run = kernel if hooked_globally or _hooked(kernel) else kernel.forward
                 if self.capture_safe:
+                    try:
+                        return run(*args)
+                    except Exception as e:
+                        return self._kernel_raised(e, args, kwargs)
+                if tick & (self.host_time_every - 1):
                     try:
                         return run(*args)
                     except Exception as e:
@@ -552,8 +566,8 @@ class Guard(nn.Module):
         return self._tripped
 
     def stats(self) -> dict[str, Any]:
-        """Counters, latency (host wall time of unsampled calls; device time of sampled ones),
-        the fallback state, the canary and the decisions."""
+        """Counters, latency (host wall time of one unsampled call in host_time_every; device
+        time of sampled ones), the fallback state, the canary and the decisions."""
         with self._lock:
             self._fold()
             canary = self._canary.summary() if self._canary is not None else None
@@ -670,6 +684,7 @@ _REFRESH_ON = frozenset(
     (
         "optimized",
         "capture_safe",
+        "host_time_every",
         "_compiled_call_impl",
         "_forward_hooks",
         "_forward_pre_hooks",
@@ -681,7 +696,7 @@ _REFRESH_ON = frozenset(
 
 def _fast_path(guard: Guard) -> Any:
     """The unsampled call as one function of (guard, args), everything it reads bound in its
-    closure (an nn.Module's attribute reads go through its __getattr__ hook, ~40 ns each):
+    namespace (an nn.Module's attribute reads go through its __getattr__ hook, ~40 ns each):
 
     - the hooks nn.Module.__call__ would run, on every module, on the guard and on the kernel, a
       torch.compile'd kernel, and a torch.jit.trace recording module scopes (only then does
@@ -690,66 +705,85 @@ def _fast_path(guard: Guard) -> Any:
     - one tick of the call counter, compared with the tick of the next sampled call;
     - the envelope's compiled check (Envelope.checker), when there is an envelope;
     - the kernel's forward, read off the kernel at each call (as nn.Module.__call__ reads it),
-      timed with two perf_counter reads onto the lock-free queue unless capture_safe.
+      one call in host_time_every timed with two perf_counter reads onto the lock-free queue
+      (none with capture_safe).
 
     A sampled tick or an input outside the envelope goes to Guard._routed with its tick. The
-    closure holds no reference to the guard (it is passed in): no cycle keeps a dropped guard's
-    kernel alive. Built by _refresh whenever what it holds changes."""
-    kernel = guard._modules["optimized"]
-    kd = kernel.__dict__  # the hook dicts are read at each call: torch may rebind them
-    gf, gfp, gb, gbp = (
-        guard._forward_hooks,
-        guard._forward_pre_hooks,
-        guard._backward_hooks,
-        guard._backward_pre_hooks,
-    )  # the guard's own: rebinding one (__setattr__) rebuilds this function
-    g1, g2, g3, g4 = _GLOBAL_HOOKS
-    jit_trace = _jit_trace
+    function is generated (its source is its docstring): the envelope's condition is written
+    into it rather than called, and everything it reads is a name of its own namespace (no
+    value is written into the source). It holds no reference to the guard (passed in): no cycle
+    keeps a dropped guard's kernel alive. Built by _refresh whenever what it holds changes."""
     envelope = guard._envelope
-    admits = envelope.checker if envelope is not None else None
-    shadow_at = guard._shadow_at
-    tick_of = guard._ticks.__next__
-    timed = not guard.capture_safe
-    clock = time.perf_counter
-    queue = guard._pending.append
-    fold_mask = _FOLD_EVERY - 1
-
-    def fast(g: Guard, args: tuple) -> Any:
-        if (
-            g1
-            or g2
-            or g3
-            or g4
-            or gf
-            or gfp
-            or gb
-            or gbp
-            or kd["_forward_hooks"]
-            or kd["_forward_pre_hooks"]
-            or kd["_backward_hooks"]
-            or kd["_backward_pre_hooks"]
-            or ("_compiled_call_impl" in kd and kd["_compiled_call_impl"] is not None)
-            or jit_trace._trace_module_map is not None
-        ):
-            return g._call(args, {})
-        tick = tick_of()
-        if tick >= shadow_at[0] or (admits is not None and not admits(args)):
-            return g._routed(tick, args, {})
-        if timed:
-            t0 = clock()
-            try:
-                out = kernel.forward(*args)
-            except Exception as e:
-                return g._kernel_raised(e, args, {})
-            queue(clock() - t0)
-            if not tick & fold_mask:
-                g._fold_now()
-            return out
-        try:
-            return kernel.forward(*args)
-        except Exception as e:
-            return g._kernel_raised(e, args, {})
-
+    ns: dict[str, Any] = {
+        "kernel": guard._modules["optimized"],
+        # The kernel's hook dicts are read at each call (torch may rebind them); the guard's own
+        # are bound here: rebinding one (__setattr__) rebuilds this function.
+        "kd": guard._modules["optimized"].__dict__,
+        "gf": guard._forward_hooks,
+        "gfp": guard._forward_pre_hooks,
+        "gb": guard._backward_hooks,
+        "gbp": guard._backward_pre_hooks,
+        "g1": _GLOBAL_HOOKS[0],
+        "g2": _GLOBAL_HOOKS[1],
+        "g3": _GLOBAL_HOOKS[2],
+        "g4": _GLOBAL_HOOKS[3],
+        "jit_trace": _jit_trace,
+        "shadow_at": guard._shadow_at,
+        "tick_of": guard._ticks.__next__,
+        "clock": time.perf_counter,
+        "queue": guard._pending.append,
+    }
+    lines = [
+        "def fast(g, args):",
+        "    if (g1 or g2 or g3 or g4 or gf or gfp or gb or gbp",
+        '            or kd["_forward_hooks"] or kd["_forward_pre_hooks"]',
+        '            or kd["_backward_hooks"] or kd["_backward_pre_hooks"]',
+        '            or ("_compiled_call_impl" in kd and kd["_compiled_call_impl"] is not None)',
+        "            or jit_trace._trace_module_map is not None):",
+        "        return g._call(args, {})",
+        "    tick = tick_of()",
+        "    if tick >= shadow_at[0]:",
+        "        return g._routed(tick, args, {})",
+    ]
+    if envelope is not None:  # its check inline, not a call (envelope.condition)
+        expr, env_ns = envelope.condition
+        ns.update(env_ns)
+        lines += [
+            "    try:",
+            f"        inside = {expr}",
+            "    except Exception:",
+            "        inside = False",
+            "    if not inside:",
+            "        return g._routed(tick, args, {})",
+        ]
+    if not guard.capture_safe:
+        lines += [
+            f"    if tick & {guard.host_time_every - 1}:  # not one of the timed calls",
+            "        try:",
+            "            return kernel.forward(*args)",
+            "        except Exception as e:",
+            "            return g._kernel_raised(e, args, {})",
+            "    t0 = clock()",
+            "    try:",
+            "        out = kernel.forward(*args)",
+            "    except Exception as e:",
+            "        return g._kernel_raised(e, args, {})",
+            "    queue(clock() - t0)",
+            f"    if not tick & {_FOLD_EVERY - 1}:",
+            "        g._fold_now()",
+            "    return out",
+        ]
+    else:
+        lines += [
+            "    try:",
+            "        return kernel.forward(*args)",
+            "    except Exception as e:",
+            "        return g._kernel_raised(e, args, {})",
+        ]
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<kernelwright guard {guard.name}>", "exec"), ns)  # names only
+    fast = ns["fast"]
+    fast.__doc__ = source
     return fast
 
 

@@ -219,7 +219,7 @@ def test_a_dropped_guard_is_freed_without_the_garbage_collector():
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit.trace
 def test_a_traced_guard_records_the_kernel_and_capture_safe_set_later_reaches_the_fast_path():
-    g = guard(Silu(), Off(), shadow_rate=0.0)
+    g = guard(Silu(), Off(), shadow_rate=0.0, host_time_every=1)
     x = torch.randn(4)
     traced = torch.jit.trace(g, (x,), check_trace=False)
     assert torch.equal(traced(x), F.silu(x) + 1.0)
@@ -227,6 +227,24 @@ def test_a_traced_guard_records_the_kernel_and_capture_safe_set_later_reaches_th
     g.capture_safe = True
     g(x)
     assert g.stats()["latency"]["host"]["count"] == 1  # the traced call only: not timed now
+
+
+def test_one_unsampled_call_in_host_time_every_is_timed():
+    x = torch.randn(4)
+    g = guard(Silu(), Silu(), shadow_rate=0.0)  # the default: one in 16
+    for _ in range(160):
+        g(x)
+    s = g.stats()
+    # The counter's first tick went to drawing the first sampled call: calls had ticks 1..160.
+    assert s["calls"] == 160 and s["latency"]["host"]["count"] == 10
+    hooked = guard(Silu(), Silu(), shadow_rate=0.0, host_time_every=4)
+    hooked.optimized.register_forward_hook(lambda m, a, out: None)  # the routed-free slow hop
+    for _ in range(40):
+        hooked(x)
+    assert hooked.stats()["latency"]["host"]["count"] == 10
+    for bad in (0, 3, 2048):
+        with pytest.raises(ValueError, match="host_time_every"):
+            guard(Silu(), Silu(), host_time_every=bad)
 
 
 @pytest.mark.slow
@@ -265,7 +283,15 @@ def test_a_soak_of_8_threads_with_a_mismatch_every_1000_calls():
             return out
 
     env = Envelope([TensorSpec("float32", (2,), "cpu")])
-    g = guard(Reference(), Kernel(), shadow_rate=0.05, on_mismatch="call", envelope=env, seed=7)
+    g = guard(
+        Reference(),
+        Kernel(),
+        shadow_rate=0.05,
+        on_mismatch="call",
+        envelope=env,
+        seed=7,
+        host_time_every=1,  # every unsampled call timed: the host log counts them all
+    )
     results: dict[int, torch.Tensor] = {}
     outside_ids: set[int] = set()
     errors: list[BaseException] = []
