@@ -7,10 +7,12 @@ An envelope is a list of per-input specs, one per positional argument of forward
 
 `None` in a shape is "any size here" (a dynamic batch dimension); a dimension given as an int
 must match exactly. `contiguous=True` asks for a contiguous tensor; False accepts any strides.
-The check reads tensor metadata only (no data, no device synchronisation). `Envelope.admits` is
-the guard's per-call form of it: the same verdict as `mismatch(...) is None`, from what each spec
-precomputed (the torch dtype, the rank and the fixed dimensions, a device-type flag), with no
-message built; the full `mismatch` runs only on a miss, to say why.
+The check reads tensor metadata only (no data, no device synchronisation). `Envelope.condition`
+is the guard's per-call form of it, one generated expression (which the guard writes into its
+unsampled call) and `Envelope.admits` the same as a function: the same verdict as
+`mismatch(...) is None`, from the reads it makes (the torch dtype, a device-type flag, the
+layout, the shape or the rank and fixed dimensions, contiguity), with no message built; the full
+`mismatch` runs only on a miss, to say why.
 `Envelope.from_examples` builds one from the inputs a kernel was verified on (the
 evaluator's shapes, as `kernelwright export --guard` does): a dimension that differed between the
 verified shapes is written as None, one that never did stays exact.
