@@ -245,6 +245,12 @@ def test_one_unsampled_call_in_host_time_every_is_timed():
     for bad in (0, 3, 2048):
         with pytest.raises(ValueError, match="host_time_every"):
             guard(Silu(), Silu(), host_time_every=bad)
+        with pytest.raises(ValueError, match="host_time_every"):
+            g.host_time_every = bad
+    g.host_time_every = 1  # rebuilds the unsampled path: every call timed from now on
+    for _ in range(5):
+        g(x)
+    assert g.stats()["latency"]["host"]["count"] == 15
 
 
 @pytest.mark.slow
