@@ -7,10 +7,12 @@ An envelope is a list of per-input specs, one per positional argument of forward
 
 `None` in a shape is "any size here" (a dynamic batch dimension); a dimension given as an int
 must match exactly. `contiguous=True` asks for a contiguous tensor; False accepts any strides.
-The check reads tensor metadata only (no data, no device synchronisation). `Envelope.admits` is
-the guard's per-call form of it: the same verdict as `mismatch(...) is None`, from what each spec
-precomputed (the torch dtype, the rank and the fixed dimensions, a device-type flag), with no
-message built; the full `mismatch` runs only on a miss, to say why.
+The check reads tensor metadata only (no data, no device synchronisation). `Envelope.condition`
+is the guard's per-call form of it, one generated expression (which the guard writes into its
+unsampled call) and `Envelope.admits` the same as a function: the same verdict as
+`mismatch(...) is None`, from the reads it makes (the torch dtype, a device-type flag, the
+layout, the shape or the rank and fixed dimensions, contiguity), with no message built; the full
+`mismatch` runs only on a miss, to say why.
 `Envelope.from_examples` builds one from the inputs a kernel was verified on (the
 evaluator's shapes, as `kernelwright export --guard` does): a dimension that differed between the
 verified shapes is written as None, one that never did stays exact.
@@ -60,39 +62,12 @@ class TensorSpec:
             raise ValueError(f"unknown dtype {self.dtype!r} in a TensorSpec (use e.g. 'float32')")
         object.__setattr__(self, "shape", tuple(self.shape))
         object.__setattr__(self, "_torch_dtype", _DTYPES[self.dtype])
-        # What admits() compares, precomputed in one tuple: the torch dtype, the device type and
-        # the tensor flag that answers it, the whole shape when every dimension is fixed (else
-        # None), the rank, the (index, size) pairs that are fixed, and contiguity.
-        exact = None if None in self.shape else self.shape
-        fixed = tuple((i, d) for i, d in enumerate(self.shape) if d is not None)
-        flag = _DEVICE_FLAGS.get(self.device or "")
-        plan = (_DTYPES[self.dtype], self.device, flag, exact, len(self.shape), fixed)
-        object.__setattr__(self, "_plan", (*plan, self.contiguous))
+        object.__setattr__(self, "_admits", _compile((self,)))
 
     def admits(self, x: Any) -> bool:
         """mismatch(x) is None, without building a message (the guard's per-call check).
         Anything unexpected (an exception reading the metadata) is a "no": mismatch() decides."""
-        dtype, device, flag, exact, rank, fixed, contiguous = self._plan  # type: ignore[attr-defined]
-        try:
-            if not isinstance(x, torch.Tensor) or x.dtype is not dtype:
-                return False
-            if device is not None and not (getattr(x, flag) if flag else x.device.type == device):
-                return False
-            if x.layout is not _STRIDED:
-                return False
-            shape = x.shape
-            if exact is not None:
-                if shape != exact:
-                    return False
-            elif len(shape) != rank:
-                return False
-            else:
-                for i, d in fixed:
-                    if shape[i] != d:
-                        return False
-            return not contiguous or x.is_contiguous()
-        except Exception:
-            return False
+        return self._admits((x,))  # type: ignore[attr-defined]
 
     def mismatch(self, x: Any, where: str) -> str | None:
         """Why `x` is outside this spec, or None."""
@@ -136,12 +111,12 @@ class ValueSpec:
     value: Any = None
     exact: bool = True
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_admits", _compile((self,)))
+
     def admits(self, x: Any) -> bool:
         """mismatch(x) is None, without building a message."""
-        try:
-            return type(x).__name__ == self.type and not (self.exact and x != self.value)
-        except Exception:
-            return False
+        return self._admits((x,))  # type: ignore[attr-defined]
 
     def mismatch(self, x: Any, where: str) -> str | None:
         if type(x).__name__ != self.type:
@@ -166,7 +141,8 @@ class Envelope:
 
     def __init__(self, inputs: Sequence[Spec]):
         object.__setattr__(self, "inputs", tuple(inputs))
-        object.__setattr__(self, "_checks", tuple(spec.admits for spec in self.inputs))
+        object.__setattr__(self, "condition", condition(self.inputs))
+        object.__setattr__(self, "_admits", _compile(self.inputs))
 
     def mismatch(self, args: tuple, kwargs: dict) -> str | None:
         """Why a call with these arguments is outside the envelope, or None when it is inside."""
@@ -182,16 +158,14 @@ class Envelope:
 
     def admits(self, args: tuple) -> bool:
         """Whether a call with these positional arguments (and no keyword arguments) is inside:
-        exactly `mismatch(args, {}) is None`, at a fraction of its cost (no message is built)."""
-        checks = self._checks  # type: ignore[attr-defined]
-        if len(args) != len(checks):
-            return False
-        if len(checks) == 1:  # the common case, without the loop
-            return checks[0](args[0])
-        for x, check in zip(args, checks):  # noqa: SIM110 (a loop: no generator per call)
-            if not check(x):
-                return False
-        return True
+        exactly `mismatch(args, {}) is None`, at a fraction of its cost (no message is built).
+        The guard calls the compiled check itself (`checker`), one frame fewer."""
+        return self._admits(args)  # type: ignore[attr-defined]
+
+    @property
+    def checker(self) -> Any:
+        """The compiled form of `admits`: one function of the positional arguments."""
+        return self._admits  # type: ignore[attr-defined]
 
     def to_dict(self) -> dict[str, Any]:
         return {"inputs": [s.to_dict() for s in self.inputs]}
@@ -225,6 +199,62 @@ class Envelope:
         if len(counts) != 1:
             raise ValueError(f"verified input lists of different lengths: {sorted(counts)}")
         return cls([_merged([e[i] for e in examples], i, device) for i in range(counts.pop())])
+
+
+def condition(specs: tuple[Spec, ...]) -> tuple[str, dict[str, Any]]:
+    """The envelope's check as one Python expression of `args` (the positional arguments) and
+    the namespace it needs: what `mismatch(args, {}) is None` says, from the metadata reads
+    mismatch() makes (in its order), with no loop, no call of a spec and no message; a bool. The
+    expression holds names and indices only: every value it compares against (dtypes, shapes,
+    sizes, device types, values) is a constant of the namespace, whose names start with "env_".
+    It may raise on an odd input: its caller takes that as a "no" (mismatch() then says why)."""
+    ns: dict[str, Any] = {"env_Tensor": torch.Tensor, "env_STRIDED": _STRIDED}
+    conds = [f"len(args) == {len(specs)}"]
+    for i, spec in enumerate(specs):
+        x = f"env_x{i}"
+        first = f"({x} := args[{i}])"
+        if isinstance(spec, TensorSpec):
+            ns[f"env_d{i}"] = spec._torch_dtype  # type: ignore[attr-defined]
+            conds += [f"isinstance({first}, env_Tensor)", f"{x}.dtype is env_d{i}"]
+            if spec.device is not None:
+                flag = _DEVICE_FLAGS.get(spec.device)
+                if flag is not None:  # a flag of the tensor's: no torch.device built
+                    conds.append(f"{x}.{flag}")
+                else:
+                    ns[f"env_v{i}"] = spec.device
+                    conds.append(f"{x}.device.type == env_v{i}")
+            conds.append(f"{x}.layout is env_STRIDED")
+            if None not in spec.shape:
+                ns[f"env_e{i}"] = spec.shape
+                conds.append(f"{x}.shape == env_e{i}")
+            else:  # the rank, then the fixed dimensions
+                conds.append(f"len(env_s{i} := {x}.shape) == {len(spec.shape)}")
+                for j, d in enumerate(spec.shape):
+                    if d is not None:
+                        ns[f"env_k{i}_{j}"] = d
+                        conds.append(f"env_s{i}[{j}] == env_k{i}_{j}")
+            if spec.contiguous:
+                conds.append(f"{x}.is_contiguous()")
+        else:
+            ns[f"env_t{i}"] = spec.type
+            conds.append(f"type({first}).__name__ == env_t{i}")
+            if spec.exact:
+                ns[f"env_v{i}"] = spec.value
+                conds.append(f"not ({x} != env_v{i})")
+    return " and ".join(conds), ns
+
+
+def _compile(specs: tuple[Spec, ...]) -> Any:
+    """condition() as a function of the positional arguments (a raise is a "no")."""
+    expr, ns = condition(specs)
+    source = (
+        f"def admits(args):\n    try:\n        return {expr}\n"
+        "    except Exception:\n        return False\n"
+    )
+    exec(compile(source, "<kernelwright envelope>", "exec"), ns)  # names only: see condition
+    admits = ns["admits"]
+    admits.__doc__ = source  # what the check does, for a reader (and a test)
+    return admits
 
 
 def signature(args: tuple, kwargs: dict | None = None) -> list[str]:

@@ -3,13 +3,18 @@ away: shadow checks on a sampled fraction of calls, falling back to the referenc
 an exception, NaN/Inf the reference does not have, or inputs outside the verified envelope, a
 canary for a new kernel version, structured logs and counters.
 
-The unsampled call takes no lock: one tick of a shared counter (`itertools.count`, whose next()
-the GIL makes atomic) both counts it and says whether it is the next sampled call (the gaps
-between sampled calls are drawn from the seeded RNG once per sampled call: a geometric law, the
-same as a draw per call); the envelope's precomputed check (`Envelope.admits`); two perf_counter
-reads whose difference goes on a lock-free queue, folded into the latency log every 1024 calls
-and on every read of the stats; and the kernel's `forward`, called directly when no hook asks
-for nn.Module's `__call__` (the guard's own `__call__` skips that hop the same way). No device
+The unsampled call takes no lock and runs one function built ahead of time (`_fast_path`, rebuilt
+whenever what it holds changes), its state bound in its closure rather than read off the
+nn.Module (each of whose attribute reads goes through Module.__getattr__'s hook): the hook dicts
+nn.Module.__call__ would look at (any hook, a compiled module or a jit trace recording scopes
+sends the call through nn.Module's call instead); one tick of a shared counter
+(`itertools.count`, whose next() the GIL makes atomic) that both counts the call and says whether
+it is the next sampled call (the gaps between sampled calls are drawn from the seeded RNG once
+per sampled call: a geometric law, the same as a draw per call); the envelope's compiled check
+(`Envelope.condition`, written into that function); on one call in `host_time_every` (16), two
+perf_counter reads whose difference goes on a lock-free queue, folded into the latency log every
+1024 calls and on every read of the stats (none with capture_safe);
+and the kernel's `forward`, without nn.Module's `__call__` hop. No device
 synchronisation, no copy. Everything else (a sampled call, a canary, a tripped guard, an input
 outside the envelope, check_finite="always") takes the routed path under the lock. Sampled calls
 clone the inputs (the reference must see them as the kernel got them), run both modules, time the
@@ -18,6 +23,7 @@ kernel with CUDA events and compare on the device: those calls synchronise.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import logging
@@ -48,7 +54,7 @@ ON_MISMATCH: tuple[str, ...] = ("fallback", "call", "raise")
 # Distinct out-of-envelope signatures logged at WARNING; later ones, and repeats, at DEBUG.
 _WARN_SIGNATURES = 64
 # Unsampled calls' host times wait on a lock-free queue; one call in this many folds them in.
-_FOLD_EVERY = 1024
+_FOLD_EVERY = 1024  # a power of two: the fast path folds when tick & (_FOLD_EVERY - 1) == 0
 _NEVER = 1 << 62  # the tick of the next sampled call when nothing is sampled
 
 
@@ -90,6 +96,7 @@ class Guard(nn.Module):
         canary_policy: CanaryPolicy | None = None,
         seed: int = 0,
         capture_safe: bool = False,
+        host_time_every: int = 16,
     ):
         super().__init__()
         if not 0.0 <= shadow_rate <= 1.0:
@@ -103,6 +110,9 @@ class Guard(nn.Module):
         self.reference, self.optimized = reference, optimized
         self.rtol, self.atol = rtol, atol
         self.on_mismatch, self.capture_safe = on_mismatch, capture_safe
+        # One unsampled call in this many is timed on the host (two clock reads and a queued
+        # float: ~0.5 us a call in a small kernel's loop, the biggest part of the guard's cost).
+        self.host_time_every = host_time_every
         self.dtype, self.clone_inputs = dtype, clone_inputs
         self.name, self.version = name, version
         self.canary_policy = canary_policy or CanaryPolicy()
@@ -113,14 +123,15 @@ class Guard(nn.Module):
         self._ticks = itertools.count()  # one next() per call (and per read: _reads says how many)
         self._reads = 0
         self._pending: deque[float] = deque()  # unsampled host times not yet in _host
-        self._host = LatencyLog()  # the optimized kernel's unsampled calls, host wall time
+        self._host = LatencyLog()  # the timed unsampled calls (host_time_every), host wall time
         self._device = LatencyLog()  # its sampled calls, device time (CUDA events on a GPU)
         self._canary: Canary | None = None
         self.decisions: list[Decision] = []
         self._warned: set[tuple[str, ...]] = set()
-        # The kernel, when unsampled calls skip the lock; a plain attribute, not a submodule.
+        # The unsampled call (see _fast_path), or None when every call takes the routed path; a
+        # plain attribute, not a submodule.
         self.__dict__["_fast"] = None
-        self._next_shadow = _NEVER  # the tick of the next sampled call
+        self._shadow_at = [_NEVER]  # the tick of the next sampled call, read without the lock
         self._envelope: Envelope | None = envelope
         self._check_finite: CheckFinite = check_finite
         self.shadow_rate = shadow_rate  # draws the first sampled tick
@@ -139,7 +150,7 @@ class Guard(nn.Module):
             raise ValueError(f"shadow_rate must be within [0, 1], got {rate}")
         with self._lock:
             self._shadow_rate = rate
-            self._next_shadow = self._gap(next(self._ticks))
+            self._shadow_at[0] = self._gap(next(self._ticks))
             self._reads += 1  # that tick was no call
 
     @property
@@ -148,7 +159,9 @@ class Guard(nn.Module):
 
     @envelope.setter
     def envelope(self, envelope: Envelope | None) -> None:
-        self._envelope = envelope
+        with self._lock:
+            self._envelope = envelope
+            self._refresh()
 
     @property
     def check_finite(self) -> CheckFinite:
@@ -163,16 +176,27 @@ class Guard(nn.Module):
             self._refresh()
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "host_time_every" and (
+            not isinstance(value, int) or not 1 <= value <= _FOLD_EVERY or value & (value - 1)
+        ):  # the unsampled path masks the tick with it, and folds on a timed call
+            raise ValueError(
+                f"host_time_every must be a power of two up to {_FOLD_EVERY}, got {value}"
+            )
         super().__setattr__(name, value)
-        if name == "optimized" and "_fast" in self.__dict__:  # the lock-free path's kernel
+        if name in _REFRESH_ON and "_fast" in self.__dict__:  # what the unsampled path holds
             self._refresh()
 
     def _refresh(self) -> None:
-        """The kernel an unsampled call may run without the lock, or None (it takes the routed
-        path): not while the guard falls back, runs a canary or checks every output. Under the
-        lock (or before any call)."""
-        fast = self._tripped is None and self._canary is None and self._check_finite == "sampled"
-        self.__dict__["_fast"] = self._modules["optimized"] if fast else None
+        """The unsampled call's function (_fast_path), or None (every call takes the routed
+        path): not while the guard falls back, runs a canary, checks every output or is
+        compiled. Under the lock (or before any call)."""
+        fast = (
+            self._tripped is None
+            and self._canary is None
+            and self._check_finite == "sampled"
+            and self._compiled_call_impl is None
+        )
+        self.__dict__["_fast"] = _fast_path(self) if fast else None
 
     def _gap(self, tick: int) -> int:
         """The tick of the next sampled call after `tick`: a geometric gap, so that each call is
@@ -187,8 +211,15 @@ class Guard(nn.Module):
 
     # -- the call ----------------------------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """nn.Module's call (hooks, tracing, compile) when something asks for it, else forward's
-        work without that hop."""
+        """The unsampled call's function when it is armed (it sends every other call back to
+        _call); nn.Module's call (hooks, tracing, compile) when something asks for it; else
+        forward's work without that hop."""
+        fast = self._fast
+        if fast is not None and not kwargs:
+            return fast(self, args)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         if _hooked_globally() or _hooked(self):
             return nn.Module.__call__(self, *args, **kwargs)
         return self._run(args, kwargs, False)
@@ -198,13 +229,18 @@ class Guard(nn.Module):
 
     def _run(self, args: tuple, kwargs: dict, hooked_globally: bool) -> Any:
         tick = next(self._ticks)
-        kernel = self._fast
-        if kernel is not None and tick < self._next_shadow and not kwargs:
+        kernel = self.optimized
+        if self._fast is not None and tick < self._shadow_at[0] and not kwargs:
             envelope = self._envelope
             if envelope is None or envelope.admits(args):
                 # The unsampled call: no lock, nothing allocated on the device.
                 run = kernel if hooked_globally or _hooked(kernel) else kernel.forward
                 if self.capture_safe:
+                    try:
+                        return run(*args)
+                    except Exception as e:
+                        return self._kernel_raised(e, args, kwargs)
+                if tick & (self.host_time_every - 1):
                     try:
                         return run(*args)
                     except Exception as e:
@@ -216,8 +252,7 @@ class Guard(nn.Module):
                     return self._kernel_raised(e, args, kwargs)
                 self._pending.append(time.perf_counter() - t0)
                 if not tick % _FOLD_EVERY:
-                    with self._lock:
-                        self._fold()
+                    self._fold_now()
                 return out
         return self._routed(tick, args, kwargs)
 
@@ -243,9 +278,9 @@ class Guard(nn.Module):
         """Where this call goes; under the lock. A sampled tick is used up whichever way the call
         goes (as a draw per call would be): a call that cannot be sampled forfeits it."""
         module, canary = self.optimized, self._canary
-        sampled = tick >= self._next_shadow  # this tick, or a later one when another took it
+        sampled = tick >= self._shadow_at[0]  # this tick, or a later one when another took it
         if sampled:
-            self._next_shadow = self._gap(tick)
+            self._shadow_at[0] = self._gap(tick)
         if self._tripped is not None:
             self._counts["fallbacks"] += 1
             return "tripped", module, None
@@ -278,11 +313,15 @@ class Guard(nn.Module):
             return self._judge_nonfinite(out, args, kwargs)
         return out
 
+    def _fold_now(self) -> None:
+        with self._lock:
+            self._fold()
+
     def _fold(self) -> None:
         """Move the queued host times into the latency log; under the lock."""
-        pending, host = self._pending, self._host
-        while pending:
-            host.add(pending.popleft())
+        pending = self._pending
+        take = pending.popleft  # as many as are there now: appends go on the other end
+        self._host.extend([take() for _ in range(len(pending))])
 
     def _counters(self) -> dict[str, int]:
         """The counters now, "calls" read off the tick counter; under the lock."""
@@ -532,8 +571,8 @@ class Guard(nn.Module):
         return self._tripped
 
     def stats(self) -> dict[str, Any]:
-        """Counters, latency (host wall time of unsampled calls; device time of sampled ones),
-        the fallback state, the canary and the decisions."""
+        """Counters, latency (host wall time of one unsampled call in host_time_every; device
+        time of sampled ones), the fallback state, the canary and the decisions."""
         with self._lock:
             self._fold()
             canary = self._canary.summary() if self._canary is not None else None
@@ -645,6 +684,114 @@ def guard(
     )
 
 
+# The attributes the unsampled path's function holds: setting one on the guard rebuilds it.
+_REFRESH_ON = frozenset(
+    (
+        "optimized",
+        "capture_safe",
+        "host_time_every",
+        "_compiled_call_impl",
+        "_forward_hooks",
+        "_forward_pre_hooks",
+        "_backward_hooks",
+        "_backward_pre_hooks",
+    )
+)
+
+
+def _fast_path(guard: Guard) -> Any:
+    """The unsampled call as one function of (guard, args), everything it reads bound in its
+    namespace (an nn.Module's attribute reads go through its __getattr__ hook, ~40 ns each):
+
+    - the hooks nn.Module.__call__ would run, on every module, on the guard and on the kernel, a
+      torch.compile'd kernel, and a torch.jit.trace recording module scopes (only then does
+      nn.Module's _slow_forward do more than forward): any of them, and the call goes back to
+      Guard._call, which takes nn.Module's call;
+    - one tick of the call counter, compared with the tick of the next sampled call;
+    - the envelope's compiled check (Envelope.checker), when there is an envelope;
+    - the kernel's forward, read off the kernel at each call (as nn.Module.__call__ reads it),
+      one call in host_time_every timed with two perf_counter reads onto the lock-free queue
+      (none with capture_safe).
+
+    A sampled tick or an input outside the envelope goes to Guard._routed with its tick. The
+    function is generated (its source is its docstring): the envelope's condition is written
+    into it rather than called, and everything it reads is a name of its own namespace (no
+    value is written into the source). It holds no reference to the guard (passed in): no cycle
+    keeps a dropped guard's kernel alive. Built by _refresh whenever what it holds changes."""
+    envelope = guard._envelope
+    ns: dict[str, Any] = {
+        "kernel": guard._modules["optimized"],
+        # The kernel's hook dicts are read at each call (torch may rebind them); the guard's own
+        # are bound here: rebinding one (__setattr__) rebuilds this function.
+        "kd": guard._modules["optimized"].__dict__,
+        "gf": guard._forward_hooks,
+        "gfp": guard._forward_pre_hooks,
+        "gb": guard._backward_hooks,
+        "gbp": guard._backward_pre_hooks,
+        "g1": _GLOBAL_HOOKS[0],
+        "g2": _GLOBAL_HOOKS[1],
+        "g3": _GLOBAL_HOOKS[2],
+        "g4": _GLOBAL_HOOKS[3],
+        "jit_trace": _jit_trace,
+        "shadow_at": guard._shadow_at,
+        "tick_of": guard._ticks.__next__,
+        "clock": time.perf_counter,
+        "queue": guard._pending.append,
+    }
+    lines = [
+        "def fast(g, args):",
+        "    if (g1 or g2 or g3 or g4 or gf or gfp or gb or gbp",
+        '            or kd["_forward_hooks"] or kd["_forward_pre_hooks"]',
+        '            or kd["_backward_hooks"] or kd["_backward_pre_hooks"]',
+        '            or ("_compiled_call_impl" in kd and kd["_compiled_call_impl"] is not None)',
+        "            or jit_trace._trace_module_map is not None):",
+        "        return g._call(args, {})",
+        "    tick = tick_of()",
+        "    if tick >= shadow_at[0]:",
+        "        return g._routed(tick, args, {})",
+    ]
+    if envelope is not None:  # its check inline, not a call (envelope.condition)
+        expr, env_ns = envelope.condition
+        ns.update(env_ns)
+        lines += [
+            "    try:",
+            f"        inside = {expr}",
+            "    except Exception:",
+            "        inside = False",
+            "    if not inside:",
+            "        return g._routed(tick, args, {})",
+        ]
+    if not guard.capture_safe:
+        lines += [
+            f"    if tick & {guard.host_time_every - 1}:  # not one of the timed calls",
+            "        try:",
+            "            return kernel.forward(*args)",
+            "        except Exception as e:",
+            "            return g._kernel_raised(e, args, {})",
+            "    t0 = clock()",
+            "    try:",
+            "        out = kernel.forward(*args)",
+            "    except Exception as e:",
+            "        return g._kernel_raised(e, args, {})",
+            "    queue(clock() - t0)",
+            f"    if not tick & {_FOLD_EVERY - 1}:",
+            "        g._fold_now()",
+            "    return out",
+        ]
+    else:
+        lines += [
+            "    try:",
+            "        return kernel.forward(*args)",
+            "    except Exception as e:",
+            "        return g._kernel_raised(e, args, {})",
+        ]
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<kernelwright guard {guard.name}>", "exec"), ns)  # names only
+    fast = ns["fast"]
+    fast.__doc__ = source
+    return fast
+
+
 # nn.Module's hooks on every module: dicts that torch mutates and never rebinds.
 _GLOBAL_HOOKS = (
     _nn_module._global_forward_hooks,
@@ -653,6 +800,7 @@ _GLOBAL_HOOKS = (
     _nn_module._global_backward_pre_hooks,
 )
 _tracing_state = torch._C._get_tracing_state
+_jit_trace = importlib.import_module("torch.jit._trace")  # its _trace_module_map, read per call
 
 
 def _hooked_globally() -> bool:

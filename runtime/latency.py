@@ -39,6 +39,20 @@ class LatencyLog:
         self.count += 1
         self.sum += seconds
 
+    def extend(self, samples: list[float]) -> None:
+        """add() of each sample, in bulk: the samples sorted once, each bucket's count is the
+        difference of two bisections of them (no Python-level step per sample)."""
+        self.window.extend(samples)
+        ordered = sorted(samples)
+        buckets, below = self.buckets, 0
+        for i, bound in enumerate(BUCKETS):  # add() puts x in bucket bisect_left(BUCKETS, x)
+            upto = bisect.bisect_right(ordered, bound, below)
+            buckets[i] += upto - below
+            below = upto
+        buckets[-1] += len(ordered) - below
+        self.count += len(samples)
+        self.sum += sum(samples)
+
     def percentile(self, q: float) -> float | None:
         """The q-th percentile (0..100) of the window, nearest rank; None without samples."""
         if not self.window:

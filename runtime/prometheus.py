@@ -8,7 +8,8 @@ name and kernel version only (nothing unbounded):
     kernelwright_guard_fallbacks_total, _mismatches_total, _shadow_checks_total, _errors_total,
     _nonfinite_total, _out_of_envelope_total, _reference_errors_total
     kernelwright_guard_falling_back{...} 0 or 1
-    kernelwright_guard_call_seconds (histogram: host time of the unsampled calls)
+    kernelwright_guard_call_seconds (histogram: host time of the unsampled calls timed, one in
+    the guard's host_time_every, 16 by default)
 """
 
 from __future__ import annotations

@@ -29,6 +29,18 @@ class Off(nn.Module):
         return F.silu(x) + 1.0
 
 
+def _other_layouts(base: torch.Tensor) -> list:
+    """Layouts whose tensors answer is_contiguous() True (mkldnn; a jagged nested tensor, whose
+    shape holds a nested int) or raise on it (sparse CSR): only the layout check keeps them out."""
+    made = [base.to_sparse_csr()]
+    if torch.backends.mkldnn.is_available():
+        made.append(base.to_mkldnn())
+    made.append(
+        torch.nested.nested_tensor([torch.randn(2, 8), torch.randn(3, 8)], layout=torch.jagged)
+    )
+    return made
+
+
 def _inputs() -> list:
     """Tensors and values that sit just inside and just outside the specs below."""
     base = torch.randn(4, 8)
@@ -46,6 +58,7 @@ def _inputs() -> list:
         torch.empty(4, 8, device="meta"),
         base.to_sparse(),  # (4, 8), sparse COO: strides (0, 0)
         torch.nn.Parameter(base.clone()),  # a Tensor subclass
+        *_other_layouts(base),
         torch.randn(()),
         3,
         4,
@@ -63,6 +76,8 @@ SPECS = [
     TensorSpec("float32", (None, None), "cuda"),
     TensorSpec("float32", (4, 8), "meta"),
     TensorSpec("float32", (4, None), contiguous=False),
+    TensorSpec("float32", (None, None, 8)),
+    TensorSpec("float32", (None, None), contiguous=False),
     TensorSpec("float64", (4, 8), "cpu"),
     TensorSpec("float32", ()),
     ValueSpec("int", 3),
@@ -73,6 +88,7 @@ SPECS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support")
 def test_the_fast_envelope_check_gives_the_full_checks_verdict_on_every_input():
     inside = 0
     for spec in SPECS:
@@ -178,6 +194,65 @@ def test_capture_safe_records_no_time_and_samples_nothing_while_capturing(monkey
     assert plain.stats()["calls"] == 3
 
 
+def test_the_compiled_check_holds_names_only_and_counts_its_inputs():
+    env = Envelope([TensorSpec("float32", (None, 8), "cpu"), ValueSpec("str", "x')\nboom")])
+    assert "boom" not in env.checker.__doc__  # values are the namespace's constants
+    assert env.admits((torch.randn(2, 8), "x')\nboom"))
+    assert not env.admits((torch.randn(2, 8), "y"))
+    assert Envelope([]).admits(()) and not Envelope([]).admits((1,))
+
+
+def test_a_dropped_guard_is_freed_without_the_garbage_collector():
+    import gc
+    import weakref
+
+    g = guard(Silu(), Silu(), shadow_rate=0.0, envelope=Envelope([TensorSpec("float32", (4,))]))
+    g(torch.randn(4))
+    ref = weakref.ref(g)
+    gc.disable()
+    try:
+        del g
+        assert ref() is None  # the unsampled path's closure holds no reference to its guard
+    finally:
+        gc.enable()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit.trace
+def test_a_traced_guard_records_the_kernel_and_capture_safe_set_later_reaches_the_fast_path():
+    g = guard(Silu(), Off(), shadow_rate=0.0, host_time_every=1)
+    x = torch.randn(4)
+    traced = torch.jit.trace(g, (x,), check_trace=False)
+    assert torch.equal(traced(x), F.silu(x) + 1.0)
+    assert g.stats()["calls"] == 1  # the traced call went through the guard once
+    g.capture_safe = True
+    g(x)
+    assert g.stats()["latency"]["host"]["count"] == 1  # the traced call only: not timed now
+
+
+def test_one_unsampled_call_in_host_time_every_is_timed():
+    x = torch.randn(4)
+    g = guard(Silu(), Silu(), shadow_rate=0.0)  # the default: one in 16
+    for _ in range(160):
+        g(x)
+    s = g.stats()
+    # The counter's first tick went to drawing the first sampled call: calls had ticks 1..160.
+    assert s["calls"] == 160 and s["latency"]["host"]["count"] == 10
+    hooked = guard(Silu(), Silu(), shadow_rate=0.0, host_time_every=4)
+    hooked.optimized.register_forward_hook(lambda m, a, out: None)  # the routed-free slow hop
+    for _ in range(40):
+        hooked(x)
+    assert hooked.stats()["latency"]["host"]["count"] == 10
+    for bad in (0, 3, 2048):
+        with pytest.raises(ValueError, match="host_time_every"):
+            guard(Silu(), Silu(), host_time_every=bad)
+        with pytest.raises(ValueError, match="host_time_every"):
+            g.host_time_every = bad
+    g.host_time_every = 1  # rebuilds the unsampled path: every call timed from now on
+    for _ in range(5):
+        g(x)
+    assert g.stats()["latency"]["host"]["count"] == 15
+
+
 @pytest.mark.slow
 def test_a_soak_of_8_threads_with_a_mismatch_every_1000_calls():
     """8 threads x 10,000 calls, 5% shadow-checked, every 1000th kernel call wrong, every 500th
@@ -214,7 +289,15 @@ def test_a_soak_of_8_threads_with_a_mismatch_every_1000_calls():
             return out
 
     env = Envelope([TensorSpec("float32", (2,), "cpu")])
-    g = guard(Reference(), Kernel(), shadow_rate=0.05, on_mismatch="call", envelope=env, seed=7)
+    g = guard(
+        Reference(),
+        Kernel(),
+        shadow_rate=0.05,
+        on_mismatch="call",
+        envelope=env,
+        seed=7,
+        host_time_every=1,  # every unsampled call timed: the host log counts them all
+    )
     results: dict[int, torch.Tensor] = {}
     outside_ids: set[int] = set()
     errors: list[BaseException] = []
@@ -262,3 +345,18 @@ def test_a_soak_of_8_threads_with_a_mismatch_every_1000_calls():
         assert from_reference is (call_id in fallbacks), call_id
         wrong = call_id in bad_ids and call_id not in caught  # unsampled: nothing can know
         assert float(out[0]) == (-2 * call_id - 1 if wrong else 2 * call_id)
+
+
+def test_the_latency_logs_bulk_extend_is_add_of_each_sample():
+    from kernelwright.runtime.latency import BUCKETS, LatencyLog
+
+    gen = torch.Generator().manual_seed(0)
+    samples = (torch.rand(3000, generator=gen, dtype=torch.float64) * 2e-3).tolist()
+    samples += [*BUCKETS, 0.0, 1e-9, 20.0, BUCKETS[3], BUCKETS[3]]  # on every bound, and beyond
+    one, bulk = LatencyLog(), LatencyLog()
+    for s in samples:
+        one.add(s)
+    bulk.extend(samples[:1000])
+    bulk.extend(samples[1000:])
+    assert bulk.buckets == one.buckets and bulk.count == one.count == len(samples)
+    assert list(bulk.window) == list(one.window) and bulk.sum == pytest.approx(one.sum)

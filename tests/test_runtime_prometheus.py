@@ -45,7 +45,7 @@ def _scrape(port: int) -> dict[tuple[str, tuple], float]:
 
 def test_a_scrape_over_http_reads_every_guards_counters():
     registry = prometheus_client.CollectorRegistry()
-    good = guard(Silu(), Silu(), shadow_rate=0.5, name="silu", version="4")
+    good = guard(Silu(), Silu(), shadow_rate=0.5, name="silu", version="4", host_time_every=1)
     bad = guard(Silu(), Silu(delta=1.0), shadow_rate=1.0, name="silu-bad", version="1")
     good.expose_prometheus(registry)
     bad.expose_prometheus(registry)
