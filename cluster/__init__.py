@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from ..sandbox.config import EvalConfig
-from ..sandbox.pool import EvalPool
+from ..sandbox.judge.pool import EvalPool
 from ..sandbox.results import Environment, EvalResult
 
 EXECUTORS = ("local", "ray")

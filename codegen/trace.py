@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..sandbox.metashapes import quick_rnns
+from ..sandbox.task.metashapes import quick_rnns
 
 
 class Unsupported(Exception):

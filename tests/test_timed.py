@@ -1,6 +1,6 @@
-"""sandbox/timed.py, the timed calls' output check: an allclose miss on an ill-conditioned output
-is judged against float64 (as accurate as eager: passes, with a note), a memoised or stale output
-fails."""
+"""sandbox/judge/timed.py, the timed calls' output check: an allclose miss on an ill-conditioned
+output is judged against float64 (as accurate as eager: passes, with a note), a memoised or stale
+output fails."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kernelwright.sandbox.config import EvalConfig
-from kernelwright.sandbox.evaluation import Evaluation
+from kernelwright.sandbox.judge.evaluation import Evaluation
 
 
 class MatmulSum(torch.nn.Module):
@@ -123,7 +123,7 @@ def test_the_checks_judge_an_ill_conditioned_output_against_float64():
 
 
 def test_outputs_are_read_through_the_tensor_class_not_the_instance():
-    from kernelwright.sandbox.candidate import (
+    from kernelwright.sandbox.candidate.process import (
         Refusal,
         _tensor_leaves,
         plain,

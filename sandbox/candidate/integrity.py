@@ -11,19 +11,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ..crossing import view
+from ..rules import _words, any, callable, getattr, isinstance, len, sorted, type, vars
 from . import guard as _guard
 from .guard import _short
-from .rules import (
-    _words,
-    any,
-    callable,
-    getattr,
-    isinstance,
-    len,
-    sorted,
-    type,
-    vars,
-)
 
 _MODULES_TO_WATCH = (
     "torch",
@@ -133,18 +124,19 @@ _WATCHED: tuple[str, ...] = (
 # `same_bits` would pass anything, so they are watched like torch's.
 _OWN_MODULES = (
     "rules",
-    "aliases",
-    "static",
-    "places",
-    "guard",
-    "integrity",
-    "compare",
+    "static.aliases",
+    "static.check",
+    "candidate.places",
+    "candidate.guard",
+    "candidate.integrity",
+    "judge.compare",
     "task",
-    "timing",
-    "roofline",
-    "launches",
+    "judge.timing",
+    "judge.roofline",
+    "candidate.launches",
     "results",
 )
+_SANDBOX = __package__.rpartition(".")[0]  # kernelwright.sandbox
 _MISSING = object()
 
 
@@ -245,7 +237,7 @@ def _read(reader: Callable[[], object]) -> object:
         return _MISSING
 
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE = view.SANDBOX_DIR  # the worker run as __main__ lives under it (judge/worker.py)
 
 
 def _own_modules() -> dict[str, Any]:
@@ -287,7 +279,7 @@ def integrity_snapshot() -> dict[str, object]:
     """
     snap: dict[str, object] = {_SNAPSHOT_KEY: "complete"}
     try:
-        for name in (*_MODULES_TO_WATCH, *(f"{__package__}.{m}" for m in _OWN_MODULES)):
+        for name in (*_MODULES_TO_WATCH, *(f"{_SANDBOX}.{m}" for m in _OWN_MODULES)):
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
         for path in _WATCHED:

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .contract import torch_dtypes
+from ..contract import torch_dtypes
+from ..static.pyparse import compile_tree, parse, serialised
 from .metashapes import quick_rnns
-from .pyparse import compile_tree, parse, serialised
 
 DTYPES: dict[str, torch.dtype] = torch_dtypes()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .results import Baseline, EvalResult, Memory, Roofline, Timing, Timings
+from ..results import Baseline, EvalResult, Memory, Roofline, Timing, Timings
 
 
 def format_result(result: EvalResult, task_name: str = "") -> str:

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import bwrap, transport
-from .isolation import (
+from ..crossing import bwrap, transport
+from ..crossing.isolation import (
     CANDIDATE_ENV_ALLOW,
     CANDIDATE_ENV_PREFIXES,
     allowlisted,
@@ -80,7 +80,7 @@ class Sandbox:
         self.control, child = transport.channel_pair()
         env = _sandbox_env(os.environ, device, self.zygote_dir)
         env["TMPDIR"] = str(self.zygote_tmp)
-        inner = [sys.executable, "-m", "kernelwright.sandbox.zygote"]
+        inner = [sys.executable, "-m", "kernelwright.sandbox.candidate.zygote"]
         inner += ["--control-fd", str(child.fileno()), "--device", device]
         probe = bwrap.probe() if os_sandbox else bwrap.Probe(None, False, False, "turned off")
         seccomp_fd = bwrap.seccomp_fd() if probe.works else None

@@ -1,9 +1,9 @@
 """The judge: a warm process that holds a task's reference and judges candidates run elsewhere.
 
-Started by pool.py as `python -m kernelwright.sandbox.worker --result-fd N --device D --home DIR
---private DIR` in its own session, with an allowlisted environment. Requests arrive as JSON lines
-on stdin; replies go out as JSON lines on the result descriptor. No candidate code ever runs in
-this process: each candidate runs in a fresh process forked from a sandboxed zygote
+Started by pool.py as `python -m kernelwright.sandbox.judge.worker --result-fd N --device D
+--home DIR --private DIR` in its own session, with an allowlisted environment. Requests arrive
+as JSON lines on stdin; replies go out as JSON lines on the result descriptor. No candidate code
+ever runs in this process: each candidate runs in a fresh process forked from a sandboxed zygote
 (remote.py, zygote.py, candidate.py), and this process sees only the bytes of its outputs.
 
 A judge keeps torch imported and, per task, the reference models, their outputs' layout, the
@@ -36,11 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import EvalConfig
+from ..config import EvalConfig
+from ..crossing.isolation import isolate_network, set_limits
+from ..results import Baseline, Environment, EvalResult, OpTime, Timings
 from .evaluation import Evaluation
-from .isolation import isolate_network, set_limits
 from .remote import Sandbox
-from .results import Baseline, Environment, EvalResult, OpTime, Timings
 from .timed import _interpreter_timings
 from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
 
@@ -137,7 +137,7 @@ class Worker:
         self.allocator: Path | None = None
         if self.cuda:
             self.triton_seed = self._seed_triton_cache()
-            from .arena import build_allocator
+            from ..crossing.arena import build_allocator
 
             self.allocator = build_allocator(self.private / "allocator")
         self._sandbox = sandbox or self._new_sandbox()
@@ -161,7 +161,7 @@ class Worker:
         """Triton's driver module and one launcher, built here by trusted code: every candidate
         process starts with a copy of this cache, so it does not compile them again (~1-2 s of
         C compiler each). A candidate's own cache is never copied to another."""
-        from .warmup import warm_up
+        from ..crossing.warmup import warm_up
 
         seed = self.home / "triton-seed"
         with _environ("TRITON_CACHE_DIR", str(seed)):
@@ -239,7 +239,7 @@ class Worker:
     # -- the task ------------------------------------------------------------------------------
 
     def context(self, request: dict[str, Any], config: EvalConfig) -> TaskContext:
-        from .task import Task
+        from ..task import Task
 
         t = request["task"]
         overrides = {**t.get("overrides", {}), **config.shapes}
@@ -271,7 +271,7 @@ class Worker:
         return ctx
 
     def _build_context(self, task, config: EvalConfig) -> TaskContext:
-        from .task import DTYPES
+        from ..task import DTYPES
 
         dtype = DTYPES[config.dtype]
         seed = self.rng.randrange(2**31)
@@ -320,8 +320,8 @@ class Worker:
         return ctx
 
     def _shape(self, task, overrides, dtype, seed) -> tuple[Shape, Any]:
+        from ..task import build_inputs, build_reference, task_namespace
         from .compare import flatten_outputs
-        from .task import build_inputs, build_reference, task_namespace
 
         torch = self.torch
         ns = task_namespace(task, overrides)
@@ -362,8 +362,8 @@ class Worker:
 
     def _inputs_ignore_seed(self, shape: Shape) -> bool:
         """True when two draws with different seeds give bitwise the same floating inputs."""
+        from ..task import build_inputs
         from .compare import same_bits
-        from .task import build_inputs
 
         dtype = _dtype_of(shape.ref, self.torch)
         a, b = (build_inputs(shape.ns, dtype, self.device, self.rng.randrange(2**31)) for _ in "ab")
@@ -375,8 +375,8 @@ class Worker:
         return bool(pairs) and all(same_bits(x, y) for x, y in pairs)
 
     def _is_degenerate(self, shape: Shape, out_a) -> bool:
+        from ..task import build_inputs
         from .compare import flatten_outputs, same_bits
-        from .task import build_inputs
 
         inputs = build_inputs(
             shape.ns, _dtype_of(shape.ref, self.torch), self.device, self.rng.randrange(2**31)
@@ -395,7 +395,7 @@ class Worker:
         )
 
     def _variant(self, task, dtype, seed) -> tuple[Shape | None, str]:
-        from .task import variant_note, variant_overrides
+        from ..task import variant_note, variant_overrides
 
         tried = []
         for overrides in variant_overrides(task)[:_MAX_VARIANT_ATTEMPTS]:
@@ -414,8 +414,8 @@ class Worker:
         )
 
     def _prepare_timing(self, ctx: TaskContext, config: EvalConfig, seed: int) -> None:
+        from ..task import build_inputs
         from .roofline import count_work, measure_ceilings
-        from .task import build_inputs
 
         torch = self.torch
         clock = _Stopwatch(ctx.setup_s)
@@ -551,7 +551,7 @@ class Worker:
         """Self time per aten op of the reference forward, from torch.profiler, top 12."""
         from torch.profiler import ProfilerActivity, profile
 
-        from .task import build_inputs
+        from ..task import build_inputs
 
         torch = self.torch
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])

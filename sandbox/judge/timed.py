@@ -35,7 +35,7 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
-from .results import EvalResult, Timings
+from ..results import EvalResult, Timings
 from .verdict import Verdict, _mismatch_text, _one_line, _to64
 
 # A timed round runs at least this long (n calls of eager's time), so the round trip's share of
@@ -120,7 +120,7 @@ class TimedChecks:
 
     def plan_round(self) -> int:
         """Calls per round: ROUND_MS of eager's time, within MAX_CALLS and ROUND_BYTES."""
-        from .task import build_inputs
+        from ..task import build_inputs
 
         ctx, torch = self.ctx, self.torch
         args = build_inputs(ctx.main.ns, ctx.dtype, self.w.device, self.w.rng.randrange(2**31))
@@ -137,14 +137,14 @@ class TimedChecks:
         return max(1, min(most, by_time, ROUND_BYTES // per_set))
 
     def draw_sets(self, n: int) -> tuple[list[int], list[list[Any]]]:
-        from .task import build_inputs
+        from ..task import build_inputs
 
         seeds = [self.w.rng.randrange(2**31) for _ in range(n)]
         ctx = self.ctx
         return seeds, [build_inputs(ctx.main.ns, ctx.dtype, self.w.device, s) for s in seeds]
 
     def fill_sets(self, sets: list[list[Any]]) -> None:
-        from .regions import fill
+        from ..crossing.regions import fill
 
         region, layout = self.main_region
         for k, values in enumerate(sets):

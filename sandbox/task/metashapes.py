@@ -1,6 +1,6 @@
 """Shapes of modules that torch is slow to run on meta tensors, computed from their sizes.
 
-Sizing a task (sandbox/task.py's probes) and tracing it (codegen/trace.py) run the model on the
+Sizing a task (sandbox/task/'s probes) and tracing it (codegen/trace.py) run the model on the
 meta device, where nothing is computed; but a recurrent module still runs step by step there.
 """
 

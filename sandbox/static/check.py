@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import ast
 
+from ..contract import ALLOWED_ROOTS, LIMITED_IMPORTS
+from ..rules import Violation, _words, any, getattr, isinstance, len, repr, sorted
 from .aliases import _Aliases, _const_str, _dotted, _is_builtin_call, _root_name
-from .contract import ALLOWED_ROOTS, LIMITED_IMPORTS
+from .messages import _message
 from .published import (
     AMP_DECORATORS,
     DOTTED_ALLOWED,
@@ -19,18 +21,7 @@ from .published import (
     under,
 )
 from .pyparse import parse
-from .rules import (
-    Violation,
-    _words,
-    any,
-    getattr,
-    isinstance,
-    len,
-    repr,
-    sorted,
-)
 from .sourcetext import encoding_problem
-from .static_messages import _message
 
 # -- static checks: the tables ---------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ast
 
+from ..rules import _words, any, isinstance, len
 from .aliases import _Aliases
-from .rules import _words, any, isinstance, len
 
 # Module paths accepted although a broader prefix of static.py's _DOTTED_RULES refuses them. A
 # match ends the prefix search; the part checks (private names, forbidden modules) still run.

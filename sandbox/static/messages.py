@@ -3,7 +3,7 @@ instead (a coder reads them and fixes its file in the next round)."""
 
 from __future__ import annotations
 
-from .contract import ALLOWED_IMPORTS
+from ..contract import ALLOWED_IMPORTS
 
 _MESSAGES: dict[str, str] = {
     "syntax": "{what}; fix the syntax",

@@ -10,6 +10,7 @@ import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..rules import Violation, _words, any, isinstance, len, repr, type
 from .places import (
     _environment_code,
     _is_interpreter_probe,
@@ -20,15 +21,6 @@ from .places import (
     _trusted_dirs,
     _under,
     _which,
-)
-from .rules import (
-    Violation,
-    _words,
-    any,
-    isinstance,
-    len,
-    repr,
-    type,
 )
 
 # Executables Triton itself runs on a GPU machine: ptxas/cuobjdump/nvdisasm for the cubin and its

@@ -35,10 +35,12 @@ from typing import Any
 
 import torch
 
-from . import integrity, launches, pyparse, sourcetext, transport, tritoncompat
-from .compare import flatten_outputs, storages_overlap
+from ..crossing import transport, view
+from ..crossing.outputs import flatten_outputs, storages_overlap
+from ..static import pyparse, sourcetext
+from ..task import Task, load_parameters, seeded, task_namespace
+from . import integrity, launches, tritoncompat
 from .guard import Guard
-from .task import Task, load_parameters, seeded, task_namespace
 
 
 class Refusal(Exception):
@@ -193,7 +195,7 @@ class CandidateServer:
 
     def op_regions(self, m: dict[str, Any], fds: list[int], buffers: list) -> dict[str, Any]:
         """Map the judge's region of one shape: its input sets and (on CPU) output slots."""
-        from .regions import Layout, open_region
+        from ..crossing.regions import Layout, open_region
 
         layout = Layout.from_json(m["layout"])
         old = self.regions.pop(m["shape"], None)
@@ -677,31 +679,12 @@ def install_guard(
 def _readable_roots(home: Path) -> list[str]:
     roots = {
         str(home),
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        "/usr",
-        "/lib",
-        "/lib64",
-        "/opt",
+        *view.interpreter_prefixes(),
+        *view.SYSTEM_DIRS,
         "/proc/self",
         f"/proc/{os.getpid()}",
-        "/sys",
-        "/dev",
-        "/bin",
-        "/sbin",
-        "/run/nvidia-persistenced",
-        # The dynamic loader's and the C compiler's configuration (Triton builds its launcher
-        # stubs with cc); not the rest of /etc (shadow, ssh keys).
-        "/etc/ld.so.cache",
-        "/etc/ld.so.conf",
-        "/etc/ld.so.conf.d",
-        "/etc/alternatives",
-        "/etc/localtime",
-        "/etc/nsswitch.conf",
-        "/etc/passwd",
-        "/etc/group",
+        *view.ETC,
     }
-    roots.update(p for p in sys.path if p and os.path.isdir(p))
-    roots.add(str(Path(__file__).resolve().parent.parent))  # this package (installed editable)
+    roots.update(view.import_path())
+    roots.add(view.PACKAGE_DIR)  # this package (installed editable)
     return sorted(roots)

@@ -18,7 +18,7 @@ import collections
 import contextlib
 from typing import Any
 
-from .results import KernelStats
+from ..results import KernelStats
 
 _counts: collections.Counter = collections.Counter()
 _kernels: dict[int, Any] = {}

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .bounded import bounded_static_check
-from .config import EvalConfig
-from .isolation import rss_bytes, worker_env
-from .results import Baseline, Environment, EvalResult, Status
-from .rules import format_violations
+from ..config import EvalConfig
+from ..crossing.isolation import rss_bytes, worker_env
+from ..results import Baseline, Environment, EvalResult, Status
+from ..rules import format_violations
+from ..static.bounded import bounded_static_check
 
 # How long a new worker may take to import torch and Triton and warm up (cold disk: ~30 s).
 _START_TIMEOUT_S = 300.0
@@ -92,7 +92,7 @@ class _WorkerProcess:
         command = [
             sys.executable,
             "-m",
-            "kernelwright.sandbox.worker",
+            "kernelwright.sandbox.judge.worker",
             "--result-fd",
             str(write_fd),
             "--device",
@@ -296,7 +296,7 @@ class EvalPool:
     # -- internals -----------------------------------------------------------------------------
 
     def _submit(self, kind: str, task, source: str, config: EvalConfig):
-        from .task import Task, load_task
+        from ..task import Task, load_task
 
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._lock:

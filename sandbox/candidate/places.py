@@ -10,7 +10,8 @@ import sysconfig
 from collections.abc import Iterable
 from typing import Any
 
-from .rules import any, getattr, isinstance, len, sorted
+from ..crossing import view
+from ..rules import any, getattr, isinstance, len, sorted
 
 _SECRET_DIRS = frozenset({".ssh", ".aws", ".config", ".gnupg", ".docker", ".kube", ".azure"})
 _SECRET_FILES = frozenset(
@@ -83,7 +84,7 @@ def _stdlib_dirs() -> list[str]:
 
 def _trusted_dirs() -> list[str]:
     """site-packages (torch, triton live there) and this package's own sandbox/ directory."""
-    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    dirs = [view.SANDBOX_DIR]
     paths = sysconfig.get_paths()
     dirs += [paths.get("purelib", ""), paths.get("platlib", "")]
     with contextlib.suppress(AttributeError):
@@ -108,7 +109,7 @@ def _environment_code(known: tuple[str, ...], writable: tuple[str, ...]) -> list
     file of every other imported module. Never trusted: anything under a writable root or
     holding one, and this package's own tree (only its sandbox/ is, not the tests beside it).
     """
-    own_root = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    own_root = os.path.realpath(view.PACKAGE_DIR)
     places = {os.path.realpath(p) for p in sys.path if p and _holds_distributions(p)}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)

@@ -26,20 +26,12 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from . import view
+
 # Device nodes a CUDA process opens: the control node, unified memory, and its GPU's node.
 _NVIDIA_COMMON = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-# /etc entries the dynamic loader, Python and the C compiler (Triton builds launcher stubs with
-# cc) read; the rest of /etc (shadow, ssh keys, credentials) is not in the view.
-_ETC = (
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/alternatives",
-    "/etc/localtime",
-    "/etc/nsswitch.conf",
-    "/etc/passwd",
-    "/etc/group",
-)
+# /etc entries the dynamic loader, Python and the C compiler need: view.ETC.
+_ETC = view.ETC
 # System calls refused inside the sandbox (EPERM), each beyond what a kernel launch needs.
 DENIED_SYSCALLS = (
     "ptrace",
@@ -195,12 +187,12 @@ def _existing(paths: Iterable[str]) -> list[str]:
 
 def python_paths() -> list[str]:
     """What the interpreter needs to run the package: its prefixes and every sys.path entry."""
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable)}
-    paths.update(p for p in sys.path if p and os.path.isdir(p))
+    paths = {*view.interpreter_prefixes(), os.path.dirname(sys.executable)}
+    paths.update(view.import_path())
     # A pyenv or venv interpreter is a link into its real installation.
     paths.add(os.path.dirname(os.path.realpath(sys.executable)))
     # The package itself (installed editable, it lives outside site-packages).
-    paths.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths.add(view.PACKAGE_DIR)
     for pattern in ("/usr/local/cuda*", "/usr/local/nvidia"):
         paths.update(glob.glob(pattern))
     # /usr is in the base view already.

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .results import Timing
+from ..results import Timing
 
 # Captured at import, before any candidate runs: a candidate that later replaces
 # torch.cuda.Event, its methods, torch.cuda.synchronize or torch.cuda.current_stream (the static

@@ -18,9 +18,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from .config import cache_dir
-from .contract import torch_dtypes
-from .results import Roofline
+from ..config import cache_dir
+from ..contract import torch_dtypes
+from ..results import Roofline
 
 # A time under bound / IMPOSSIBLE_FACTOR is rejected as physically impossible. The ceilings are
 # measured (a device-to-device copy, cuBLAS matmuls), and measured ceilings sit 10-25% under the

@@ -29,9 +29,9 @@ import threading
 import time
 import warnings
 
+from ..rules import Violation
+from .check import static_check
 from .pyparse import serialised
-from .rules import Violation
-from .static import static_check
 
 # KernelBench candidates and prompts/examples are 2-6 KB; the fusion codegen's largest output on
 # benchmarks/level2 is 16 KB. 256 KiB is 16x that. The costliest text measured near that size:

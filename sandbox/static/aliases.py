@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
-from .rules import getattr, isinstance, len
+from ..rules import getattr, isinstance, len
 
 # -- static checks: alias tracking -----------------------------------------------------------------
 

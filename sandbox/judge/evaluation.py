@@ -24,9 +24,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from . import transport
+from ..crossing import transport
+from ..results import Correctness, EvalResult, KernelStats, Memory, Mismatch, Timings
 from .remote import CandidateFailure
-from .results import Correctness, EvalResult, KernelStats, Memory, Mismatch, Timings
 from .timed import TimedChecks, _interpreter_timings
 from .verdict import (
     Verdict,
@@ -266,7 +266,7 @@ class Evaluation(TimedChecks):
         sandbox = self.w.sandbox()
         dtype = str(self.ctx.dtype).removeprefix("torch.")
         if self.w.cuda and self.w.allocator is not None:
-            from .arena import Arena
+            from ..crossing.arena import Arena
 
             try:
                 self.arena = Arena(self.arena_bytes())
@@ -346,8 +346,8 @@ class Evaluation(TimedChecks):
 
     def open_region(self, name: str, shape, sets: int) -> None:
         """The judge's region of one shape: `sets` input sets and output slots (regions.py)."""
-        from .regions import Layout, create_region
-        from .task import build_inputs
+        from ..crossing.regions import Layout, create_region
+        from ..task import build_inputs
 
         template = build_inputs(
             shape.ns, self.ctx.dtype, self.w.device, self.w.rng.randrange(2**31)
@@ -488,7 +488,7 @@ class Evaluation(TimedChecks):
     def call(self, name: str, inputs: list[Any], what: str, *, k: int = 0, hold: bool = False):
         """One checked call on input set k of the shape's region: (outputs as judge tensors, the
         inputs as forward left them, read from the judge's own region)."""
-        from .regions import fill
+        from ..crossing.regions import fill
 
         torch = self.torch
         region, layout = self.region_of(name)
@@ -587,7 +587,7 @@ class Evaluation(TimedChecks):
     def from_arena(self, d: dict[str, Any], leaves: Any):
         """A judge-owned copy of an output where the candidate left it in the arena (or, for a
         timed call, cut from the copy the judge took inside its clock)."""
-        from .transport import DTYPES
+        from ..crossing.transport import DTYPES
 
         torch = self.torch
         dtype = DTYPES.get(d.get("dtype"))  # type: ignore[arg-type]
@@ -649,14 +649,14 @@ class Evaluation(TimedChecks):
     # -- correctness ---------------------------------------------------------------------------
 
     def fresh(self, shape) -> tuple[int, list[Any]]:
-        from .task import build_inputs
+        from ..task import build_inputs
 
         seed = self.w.rng.randrange(2**31)
         self.seeds.append(seed)
         return seed, build_inputs(shape.ns, self.ctx.dtype, self.w.device, seed)
 
     def regenerate(self, shape, seed: int) -> list[Any]:
-        from .task import build_inputs
+        from ..task import build_inputs
 
         return build_inputs(shape.ns, self.ctx.dtype, self.w.device, seed)
 
@@ -750,7 +750,7 @@ class Evaluation(TimedChecks):
         handed out in turn). On a GPU the judge also sees storage identity itself: two held
         outputs sharing arena bytes. The calls past K repeat the trials' inputs, unheld."""
 
-        from .regions import fingerprint
+        from ..crossing.regions import fingerprint
 
         shape = self.ctx.main
         n = self.reuse_calls()

@@ -8,8 +8,8 @@ import dataclasses
 import time
 from typing import Any
 
-from . import transport
-from .results import Mismatch
+from ..crossing import transport
+from ..results import Mismatch
 
 
 class Verdict(Exception):

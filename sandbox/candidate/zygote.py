@@ -1,6 +1,6 @@
 """The zygote: a warm process in the sandbox that forks one fresh candidate process per candidate.
 
-Started by the judge (worker.py) as `python -m kernelwright.sandbox.zygote --control-fd N
+Started by the judge (worker.py) as `python -m kernelwright.sandbox.candidate.zygote --control-fd N
 --device D`, under bubblewrap where it runs. It imports torch, Triton and the candidate-side
 code once, never initialises CUDA (a forked child could not use a context its parent made),
 and then, per candidate, forks a child that gets its own session, directory, Triton cache and
@@ -32,8 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import transport
-from .isolation import descendants, not_dumpable, prctl
+from ..crossing import transport
+from ..crossing.isolation import descendants, not_dumpable, prctl
 
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         prctl(PR_SET_CHILD_SUBREAPER, 1)
     layers = []
     if args.isolate_network:
-        from .isolation import isolate_network
+        from ..crossing.isolation import isolate_network
 
         if isolate_network():
             layers.append("netns")
@@ -108,12 +108,12 @@ def _warm(device: str) -> None:
     import torch
     import torch._dynamo
 
-    from . import candidate, launches, timing, tritoncompat  # noqa: F401
+    from . import launches, process, tritoncompat  # noqa: F401
 
     tritoncompat.fix_interpreter()
     launches.install()
     if device == "cpu":
-        from .warmup import warm_up
+        from ..crossing.warmup import warm_up
 
         warm_up(torch.device("cpu"))
         launches.reset()
@@ -178,14 +178,14 @@ def _child(m: dict, sock_fd: int, log_fd: int, device: str, arena_fd: int | None
 
         import torch
 
-        from .candidate import CandidateServer
-        from .isolation import drop_privileges, limit_cpu_seconds
+        from ..crossing.isolation import drop_privileges, limit_cpu_seconds
+        from .process import CandidateServer
 
         limit_cpu_seconds(float(m["cpu_time_s"]))
         drop_privileges()
         arena = None
         if device != "cpu" and arena_fd is not None and m.get("arena"):
-            from .arena import install
+            from ..crossing.arena import install
 
             # Every device tensor of this process in the judge's region, before CUDA starts.
             arena = install(str(m["arena"]["so"]), arena_fd, int(m["arena"]["nbytes"]))

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 
-from .config import cache_dir
+from ..config import cache_dir
 
 # Variables a worker may inherit. Everything else (API keys, tokens, proxies, cloud credentials)
 # never reaches candidate code. Prefixes cover the CUDA/Triton/torch knobs a user may rely on.

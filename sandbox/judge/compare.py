@@ -9,8 +9,9 @@ from typing import Any
 
 import torch
 
-from .contract import PRECISION_POLICIES
-from .results import Mismatch
+from ..contract import PRECISION_POLICIES
+from ..crossing.outputs import flatten_outputs
+from ..results import Mismatch
 
 # (atol, rtol) per evaluation dtype, the one table every comparison uses. An element passes when
 # |got - expected| <= atol + rtol * |expected| (torch.allclose's rule), without broadcasting.
@@ -79,15 +80,6 @@ INTERPRETER_BF16_SLACK = 2.0**-7
 # level-1 outputs (1.6G fp32 elements) take ~200 chunks, one device synchronisation each.
 CHUNK_ELEMENTS = 1 << 23
 _MAX_FIRST_BAD = 5
-
-
-def flatten_outputs(out: Any, prefix: str = "out") -> list[tuple[str, Any]]:
-    """Leaves of a (nested) output with their paths: [("out[0]", t0), ("out[1][2]", x), ...]."""
-    if isinstance(out, (tuple, list)):
-        return [leaf for i, v in enumerate(out) for leaf in flatten_outputs(v, f"{prefix}[{i}]")]
-    if isinstance(out, dict):
-        return [leaf for k, v in out.items() for leaf in flatten_outputs(v, f"{prefix}[{k!r}]")]
-    return [(prefix, out)]
 
 
 def check_structure(out: Any, ref: Any, path: str = "out") -> tuple[str, str] | None:
@@ -217,17 +209,6 @@ def precision_limit(
     if interpreter and dtype == torch.bfloat16:
         limit += INTERPRETER_BF16_SLACK
     return limit
-
-
-def storages_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """True when the storages under `a` and `b` share any byte (views of one buffer do)."""
-    if a.device != b.device or a.device.type == "meta":
-        return False
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    if sa.nbytes() == 0 or sb.nbytes() == 0:
-        return False
-    a0, b0 = sa.data_ptr(), sb.data_ptr()
-    return a0 < b0 + sb.nbytes() and b0 < a0 + sa.nbytes()
 
 
 def same_bits(a: Any, b: Any) -> bool:
@@ -553,7 +534,7 @@ def _finite_or_zero_(t: torch.Tensor) -> torch.Tensor:
 
 
 def _as_dtype(dtype) -> torch.dtype:
-    from .task import as_dtype
+    from ..task import as_dtype
 
     return as_dtype(dtype)
 
