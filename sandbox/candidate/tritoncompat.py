@@ -52,7 +52,7 @@ def fix_interpreter_index() -> bool:
     return True
 
 
-# Facts about how a kernel ran under the interpreter that the result must state (candidate.py's
+# Facts about how a kernel ran under the interpreter that the result must state (process.py's
 # stats reply carries them to the judge). Deduplicated, in order of first occurrence.
 _NOTES: list[str] = []
 

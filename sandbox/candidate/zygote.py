@@ -4,7 +4,7 @@ Started by the judge (worker.py) as `python -m kernelwright.sandbox.candidate.zy
 --device D`, under bubblewrap where it runs. It imports torch, Triton and the candidate-side
 code once, never initialises CUDA (a forked child could not use a context its parent made),
 and then, per candidate, forks a child that gets its own session, directory, Triton cache and
-limits and serves the judge on a socket of its own (candidate.py). The child pays for its own
+limits and serves the judge on a socket of its own (process.py). The child pays for its own
 CUDA context and compile, not for imports: on CPU a fork takes ~10 ms where a fresh interpreter
 with torch takes ~2 s.
 

@@ -1,5 +1,5 @@
 /* The candidate process's device allocator on a GPU: every tensor it allocates lies in one
- * region of device memory the judge owns and maps too (sandbox/arena.py). torch calls
+ * region of device memory the judge owns and maps too (sandbox/crossing/arena.py). torch calls
  * kw_malloc/kw_free through torch.cuda.memory.CUDAPluggableAllocator; the region's base and
  * size come from kw_arena_init before the first allocation. First fit over an address-ordered
  * list of free blocks, split on allocation, merged with both neighbours on free. No CUDA call:

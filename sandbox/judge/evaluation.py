@@ -7,7 +7,7 @@ judge's side, the candidate's and what crosses is where the output reading (`reb
 
 Runs in the judge (worker.py), which holds the reference, the float64 reference, the pristine
 inputs, the tolerances and the roofline. The candidate runs in a process of its own
-(candidate.py, behind the OS sandbox); this side writes its inputs into the judge's own region,
+(process.py, behind the OS sandbox); this side writes its inputs into the judge's own region,
 reads its outputs (on a GPU where it left them in the judge's arena), and decides. Any failure
 raises a Verdict. The order: eager and torch.compile timed before the candidate's process
 exists, trials with fresh seeds, the same tensors refilled and determinism, repeated calls whose

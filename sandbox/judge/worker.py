@@ -4,7 +4,7 @@ Started by pool.py as `python -m kernelwright.sandbox.judge.worker --result-fd N
 --home DIR --private DIR` in its own session, with an allowlisted environment. Requests arrive
 as JSON lines on stdin; replies go out as JSON lines on the result descriptor. No candidate code
 ever runs in this process: each candidate runs in a fresh process forked from a sandboxed zygote
-(remote.py, zygote.py, candidate.py), and this process sees only the bytes of its outputs.
+(remote.py, zygote.py, process.py), and this process sees only the bytes of its outputs.
 
 A judge keeps torch imported and, per task, the reference models, their outputs' layout, the
 torch.compile baseline and the roofline, so the next candidate pays only for its own process,

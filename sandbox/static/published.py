@@ -5,7 +5,7 @@ the judge's isolation makes harmless: candidate code runs only in its own forked
 bubblewrap and seccomp, which reaches neither the judge's objects nor files or the network, and
 every output is checked by the judge. The static rules that remain are the ones a cheat needs;
 each acceptance below is narrow, and its cheat is tested next to it (tests/test_static_published,
-the zoo). The tables and checks here are used by static.py's visitor.
+the zoo). The tables and checks here are used by check.py's visitor.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import ast
 from ..rules import _words, any, isinstance, len
 from .aliases import _Aliases
 
-# Module paths accepted although a broader prefix of static.py's _DOTTED_RULES refuses them. A
+# Module paths accepted although a broader prefix of check.py's _DOTTED_RULES refuses them. A
 # match ends the prefix search; the part checks (private names, forbidden modules) still run.
 DOTTED_ALLOWED = (
     # Host-side TMA descriptors: a dataclass holding a tensor, its shape, strides and block

@@ -2,7 +2,7 @@
 
 The static check reads the candidate as a str; the judge writes that str to the candidate's
 home as UTF-8 (remote.py), and the candidate process compiles the file's bytes decoded as strict
-UTF-8 (candidate.py `load_module`), never letting Python decode the file itself. Python would
+UTF-8 (process.py `load_module`), never letting Python decode the file itself. Python would
 honour a PEP 263 coding declaration: `# coding: utf-7` makes `#+AAo-import os` a comment to the
 checks and code to the interpreter. So the check refuses (`encoding_problem`, rule "encoding"):
 - a declaration naming anything but UTF-8 (`utf-8`, `utf8`, any case, `_` for `-`). Also
