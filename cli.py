@@ -439,7 +439,7 @@ def _on_signal(signum: int, frame: Any) -> None:
     """Ctrl-C or SIGTERM: stop every evaluation of this process first (other threads may be
     waiting on them, and a killed evaluation must not come back as a verdict), then unwind the
     main thread; runs are left resumable."""
-    from .sandbox.pool import cancel_open_pools
+    from .sandbox.judge.pool import cancel_open_pools
 
     cancel_open_pools()
     raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()

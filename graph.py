@@ -25,7 +25,7 @@ from .decisions import INTERRUPTED, run_owner
 from .run.config import OFFLINE_NOTE, RunConfig
 from .run.lock import held, lock_path_for
 from .run.rundir import EventListener, RunDir, create_run, machine_has_cuda, open_run
-from .sandbox.pyparse import serialised
+from .sandbox.static.pyparse import serialised
 from .sandbox.task import Task
 
 # Supersteps per round: planner, coder, tester, critic (and human in chat mode).

@@ -13,8 +13,8 @@ from langgraph.runtime import Runtime
 
 from ..run.rundir import KERNEL_PY
 from ..sandbox import contract, rules
-from ..sandbox.bounded import bounded_static_check
-from ..sandbox.pyparse import parse
+from ..sandbox.static.bounded import bounded_static_check
+from ..sandbox.static.pyparse import parse
 from .context import RunContext
 from .llm import AgentUsage, ChatClient, ChatReply, LLMError, Section, UsageLedger
 from .prompts import PROMPTS_DIR, load_prompt, prompt_part
@@ -116,7 +116,8 @@ def source_problem(source: str | None, why_none: str = "") -> tuple[str | None, 
     """(rule, problem) that keeps `source` from the evaluator, or (None, None) when it may go.
 
     The static checks are the evaluator's own, bounded as the evaluator runs them (size, time
-    and memory: sandbox/bounded.py), so a file rejected here would be rejected there; the coder
+    and memory: sandbox/static/bounded.py), so a file rejected here would be rejected there; the
+    coder
     gets the same line-by-line message.
     """
     if source is None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..run.config import OFFLINE, ROLES, Role, RunConfig, eval_config_for
 from ..run.records import open_run_store, task_hash_for
-from ..sandbox.pool import source_hash
+from ..sandbox.judge.pool import source_hash
 from ..sandbox.results import EvalResult
 from ..store import config_key
 from .llm import ChatClient, Endpoints, LLMConfig, ResponseCache, UsageLedger

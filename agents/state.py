@@ -242,7 +242,7 @@ class RunState(TypedDict, total=False):
 
 def duplicate_key(source: str) -> str:
     """Identity of a candidate file within a run, for spotting duplicates (whitespace at the ends
-    ignored; the evaluator and the store key verdicts on sandbox.pool.source_hash instead)."""
+    ignored; the evaluator and the store key verdicts on sandbox.judge.pool.source_hash instead)."""
     return hashlib.sha256(source.strip().encode()).hexdigest()[:16]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..codegen.layout import storage_order, stride_order
-from ..sandbox.pyparse import serialised
+from ..sandbox.static.pyparse import serialised
 from ..sandbox.task import Task, as_dtype, task_namespace
 
 

@@ -17,8 +17,8 @@ from typing_extensions import TypedDict
 
 from ..decisions import is_better
 from ..run.rundir import RESULT_JSON, TUNED_PY, TUNED_RESULT_JSON
-from ..sandbox.pyparse import parse
 from ..sandbox.results import EvalResult
+from ..sandbox.static.pyparse import parse
 from .context import RunContext, lookup_verdict, record_candidate, remember_verdict
 from .state import Candidate
 

@@ -14,7 +14,7 @@ if rlimit_gb > 0:
     resource.setrlimit(resource.RLIMIT_DATA, (int(rlimit_gb * 2**30), int(rlimit_gb * 2**30)))
 import torch
 
-from kernelwright.sandbox import devmem, transport
+from kernelwright.sandbox.crossing import devmem, transport
 
 sock = socket.socket(fileno=fd_sock)
 out = {}

@@ -1,6 +1,6 @@
 """What the judge v3 design rests on, measured on the GPU machine in one run (issue 30).
 
-1. Device memory across the wall: a region created by this process (sandbox/devmem.py), its
+1. Device memory across the wall: a region created by this process (sandbox/crossing/devmem.py), its
    descriptor passed to a child under bubblewrap with our seccomp filter and --cap-drop ALL,
    imported there; import time, exactness, a device-to-device copy each way.
 2. The round trip of one request over the SEQPACKET channel, child blocking vs spinning (what a
@@ -28,7 +28,8 @@ CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "devmem_child.p
 def main() -> int:
     import torch
 
-    from kernelwright.sandbox import bwrap, devmem, nvml, transport
+    from kernelwright.sandbox.crossing import bwrap, devmem, transport
+    from kernelwright.sandbox.judge import nvml
 
     summary: dict = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
     torch.cuda.set_device(0)

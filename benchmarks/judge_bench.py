@@ -112,7 +112,7 @@ def _in_process(path: Path, source: str, dtype: str) -> tuple[float | None, floa
     )
 
     try:
-        from kernelwright.sandbox.candidate import set_precision
+        from kernelwright.sandbox.candidate.process import set_precision
 
         set_precision("strict")  # the judge's flags (TF32 off), as in the candidate's process
         dt = torch_dtypes()[dtype]

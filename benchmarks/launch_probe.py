@@ -104,7 +104,7 @@ def child(home: str, arena_so: str, arena_fd: int, arena_nbytes: int) -> None:
 
     sys.addaudithook(count)
     if arena_so:
-        from kernelwright.sandbox.arena import install
+        from kernelwright.sandbox.crossing.arena import install
 
         install(arena_so, arena_fd, arena_nbytes)
         os.close(arena_fd)
@@ -116,13 +116,13 @@ def child(home: str, arena_so: str, arena_fd: int, arena_nbytes: int) -> None:
     import probe_kernel  # the candidate's file: it lives in the candidate's home
 
     stages = {"plain": probe_kernel.measure()}
-    from kernelwright.sandbox import launches
+    from kernelwright.sandbox.candidate import launches
 
     launches.install()
     stages["launches"] = probe_kernel.measure()
     from pathlib import Path
 
-    from kernelwright.sandbox.candidate import install_guard
+    from kernelwright.sandbox.candidate.process import install_guard
 
     guard = install_guard(Path(home))
     stages["guard"] = probe_kernel.measure()
@@ -146,9 +146,9 @@ def child(home: str, arena_so: str, arena_fd: int, arena_nbytes: int) -> None:
 def main() -> int:
     import torch
 
-    from kernelwright.sandbox import bwrap
-    from kernelwright.sandbox.arena import build_allocator
-    from kernelwright.sandbox.devmem import DeviceRegion
+    from kernelwright.sandbox.crossing import bwrap
+    from kernelwright.sandbox.crossing.arena import build_allocator
+    from kernelwright.sandbox.crossing.devmem import DeviceRegion
 
     torch.cuda.set_device(0)
     probe = bwrap.probe()

@@ -31,7 +31,7 @@ REPS = 25
 def child(fd_sock: int, fd_region: int, nbytes: int) -> None:
     import torch
 
-    from kernelwright.sandbox import devmem
+    from kernelwright.sandbox.crossing import devmem
 
     sock = socket.socket(fileno=fd_sock)
     torch.cuda.set_device(0)
@@ -56,7 +56,7 @@ def child(fd_sock: int, fd_region: int, nbytes: int) -> None:
 def main() -> int:
     import torch
 
-    from kernelwright.sandbox import devmem
+    from kernelwright.sandbox.crossing import devmem
 
     torch.cuda.set_device(0)
     summary: dict = {

@@ -2,7 +2,7 @@
 
 Run on a CUDA machine:  python benchmarks/timing_bench.py [--results benchmarks/RESULTS.md]
 For eager GELU and a one-kernel Triton GELU at sizes from 4 MB to 1 GB, the median time from
-sandbox.timing.time_interleaved with head_start_us=0 and with the EvalConfig default, next to
+sandbox.judge.timing.time_interleaved with head_start_us=0 and with the EvalConfig default, next to
 triton.testing.do_bench (back-to-back launches, so its launch overhead hides behind the previous
 call). The gap between the first column and the others is host time the timer would count as GPU
 time; it only ever understates a speedup when the candidate's launch path is the slower one.
@@ -33,7 +33,7 @@ def main() -> int:
     import triton.language as tl
     from triton.testing import do_bench
 
-    from kernelwright.sandbox.timing import time_interleaved
+    from kernelwright.sandbox.judge.timing import time_interleaved
 
     if not torch.cuda.is_available():
         print("timing_bench: needs a CUDA GPU")

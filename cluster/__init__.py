@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from ..sandbox.config import EvalConfig
 from ..sandbox.errors import KernelwrightError
-from ..sandbox.pool import EvalPool
+from ..sandbox.judge.pool import EvalPool
 from ..sandbox.results import Environment, EvalResult
 
 EXECUTORS = ("local", "ray")

@@ -36,7 +36,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayError, RayTaskError
 
 from ..sandbox.config import EvalConfig
-from ..sandbox.pool import EvalPool, failure_result, track_open_pool, untrack_open_pool
+from ..sandbox.judge.pool import EvalPool, failure_result, track_open_pool, untrack_open_pool
 from ..sandbox.results import Baseline, Environment, EvalResult
 from ..sandbox.task import Task, load_task
 from . import ExecutorError
@@ -59,7 +59,8 @@ class EvalActor:
 
     def __init__(self, cpu: bool) -> None:
         # Ray sets CUDA_VISIBLE_DEVICES to this actor's GPU, so it is cuda:0 in here; the judge's
-        # environment (sandbox.isolation.worker_env) maps that index through the same variable.
+        # environment (sandbox.crossing.isolation.worker_env) maps that index through the same
+        # variable.
         self.pool = EvalPool(workers=1, devices=["cpu" if cpu else "cuda:0"])
         gpus = [] if cpu else ray.get_gpu_ids()
         self.place: dict[str, Any] = {

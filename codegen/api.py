@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from ..sandbox.contract import torch_dtypes
-from ..sandbox.pyparse import serialised
+from ..sandbox.static.pyparse import serialised
 from ..sandbox.task import Task, load_task, task_namespace, variant_overrides
 from . import attention, ops
 from .arguments import Argument, check_lines, fixed_arguments, moved

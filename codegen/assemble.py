@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import re
 
-from ..sandbox.pyparse import parse
+from ..sandbox.static.pyparse import parse
 from . import ops
 from .group_writer import Emitted
 from .pysrc import drop_dead, fit, join_lines, ruff_formatted

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..sandbox.pyparse import parse
+from ..sandbox.static.pyparse import parse
 from .ir import INPUT, PARAM, SCALAR, TORCH, Graph, Node
 from .partition import Group
 from .pysrc import LINE, call, fit, literal

@@ -17,7 +17,7 @@ import torch.fx as fx
 from torch import nn
 
 from ..errors import KernelwrightError
-from ..sandbox.metashapes import quick_rnns
+from ..sandbox.task.metashapes import quick_rnns
 
 
 class Unsupported(KernelwrightError):

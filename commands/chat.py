@@ -25,8 +25,8 @@ from ..errors import KernelwrightError
 from ..run.config import OFFLINE, OFFLINE_NOTE, RunConfig, eval_config_for
 from ..run.records import sync_run
 from ..run.rundir import RunDir, run_candidates
+from ..sandbox.judge.summary import format_result
 from ..sandbox.results import EvalResult
-from ..sandbox.summary import format_result
 from ..sandbox.task import load_task
 from ..store import Store
 from .common import UserError, open_store, owning, read_file, resumed_config, run_config

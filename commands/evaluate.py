@@ -76,7 +76,7 @@ def _with_ran_at(report: str, line: str) -> str:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from ..sandbox import evaluate
-    from ..sandbox.summary import format_result
+    from ..sandbox.judge.summary import format_result
 
     source = read_file(args.candidate, "candidate")
     task, config = _judged_task(args)
@@ -103,7 +103,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     from ..sandbox import baseline
-    from ..sandbox.summary import format_baseline
+    from ..sandbox.judge.summary import format_baseline
 
     task, config = _judged_task(args)
     result = baseline(task, config)

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..errors import KernelwrightError
 from ..run.rundir import RunDir, best_files, read_run, without_best_header
 from ..sandbox.contract import ALLOWED_ROOTS
-from ..sandbox.pyparse import parse
+from ..sandbox.static.pyparse import parse
 from .common import EXIT_NEGATIVE, EXIT_OK, NoSuchRun, UserError, find_run_dir
 
 # What an exported module may import: the candidate contract's allowlist (sandbox/contract.py;

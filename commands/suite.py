@@ -28,7 +28,7 @@ from ..report.suite import level_line, suite_row, write_suite_report
 from ..run.config import RunConfig
 from ..run.records import sync_run
 from ..run.rundir import RunDir, run_candidates
-from ..sandbox.pool import cancel_open_pools
+from ..sandbox.judge.pool import cancel_open_pools
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
 from .common import (

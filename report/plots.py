@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..decisions import finite
-from ..sandbox.pyparse import serialised
+from ..sandbox.static.pyparse import serialised
 from .format import series_key, series_name
 
 # matplotlib's default first colour: the main series of every plot (the HTML test looks for it).
@@ -26,7 +26,7 @@ PLOT_RED = "#d62728"
 
 
 def _figure(width: float, height: float):
-    with serialised():  # matplotlib's first import parses Python (sandbox/pyparse.py)
+    with serialised():  # matplotlib's first import parses Python (sandbox/static/pyparse.py)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 

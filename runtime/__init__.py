@@ -2,7 +2,7 @@
 PyTorch reference, fallback, canary, logs and counters).
 
 Imports torch, triton and kernelwright's sealed evaluator modules (the tolerance table and the
-comparison of sandbox/compare.py, their one home), never the agent stack:
+comparison of sandbox/judge/compare.py, their one home), never the agent stack:
 
     from kernelwright.runtime import guard
     model = guard(Model(*init), ModelNew(*init), shadow_rate=0.01)

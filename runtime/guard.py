@@ -39,8 +39,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _nn_module
 
-from ..sandbox.compare import TOLERANCES, check_structure, compare, mismatch_rule, tolerance
 from ..sandbox.errors import KernelwrightError
+from ..sandbox.judge.compare import TOLERANCES, check_structure, compare, mismatch_rule, tolerance
 from ..sandbox.task import load_parameters
 from .canary import Canary, CanaryPolicy, Decision
 from .envelope import Envelope, signature
@@ -415,8 +415,8 @@ class Guard(nn.Module):
 
     # -- comparing ---------------------------------------------------------------------------------
     def _compare(self, out: Any, ref: Any) -> _Verdict:
-        """The evaluator's comparison (sandbox/compare.py): structure first, then every element
-        within the dtype's atol/rtol (or the guard's), NaN/Inf at the same positions."""
+        """The evaluator's comparison (sandbox/judge/compare.py): structure first, then every
+        element within the dtype's atol/rtol (or the guard's), NaN/Inf at the same positions."""
         with torch.no_grad():
             problem = check_structure(out, ref)
             if problem is not None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from ..sandbox.pyparse import serialised
+from ..sandbox.static.pyparse import serialised
 from ..sandbox.task import as_dtype, load_task, task_namespace
 from .envelope import Envelope
 

@@ -12,7 +12,7 @@ import atexit
 import threading
 
 from .config import EvalConfig
-from .pool import EvalPool
+from .judge.pool import EvalPool
 from .results import Baseline, EvalResult
 
 __all__ = ["Baseline", "EvalConfig", "EvalPool", "EvalResult", "baseline", "evaluate"]

@@ -1,7 +1,7 @@
 """The candidate contract, in one place: the dtypes a task runs at, the precision policies, and
 what a candidate may import.
 
-The CLI's choices, EvalConfig and RunConfig, the static check (static.py), the export's
+The CLI's choices, EvalConfig and RunConfig, the static check (static/check.py), the export's
 standalone check and the coder's prompt all take these from here, so they cannot disagree.
 The names cost no torch import here (`torch_dtypes()` imports torch when called), so the
 CLI can offer them as choices before anything heavy is loaded.

@@ -1,10 +1,11 @@
-"""The arena's size (sandbox/evaluation.py `arena_bytes`) where the device is short of room."""
+"""The arena's size (sandbox/judge/evaluation.py `arena_bytes`) where the device is short of
+room."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kernelwright.sandbox.evaluation import Evaluation
+from kernelwright.sandbox.judge.evaluation import Evaluation
 
 GiB = 1 << 30
 

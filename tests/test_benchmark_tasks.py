@@ -278,7 +278,7 @@ def test_model_reads_no_module_globals(path: Path):
 
 
 def sandbox_task_module():
-    """sandbox/task.py when it exists with the shrink and variant helpers, else a skip."""
+    """sandbox/task/ when it exists with the shrink and variant helpers, else a skip."""
     try:
         module = importlib.import_module("kernelwright.sandbox.task")
     except ImportError as exc:
@@ -286,7 +286,7 @@ def sandbox_task_module():
     needed = ("load_task", "shrink_overrides", "variant_overrides", "task_namespace")
     needed += ("build_reference", "build_inputs")
     if not all(hasattr(module, name) for name in needed):
-        pytest.skip("sandbox/task.py lacks one of " + ", ".join(needed))
+        pytest.skip("sandbox/task/ lacks one of " + ", ".join(needed))
     return module
 
 

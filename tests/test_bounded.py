@@ -1,4 +1,4 @@
-"""sandbox/bounded.py: the static checks with source size, time and memory bounded."""
+"""sandbox/static/bounded.py: the static checks with source size, time and memory bounded."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.sandbox import EvalConfig, EvalPool, bounded
-from kernelwright.sandbox.bounded import MAX_SOURCE_BYTES, bounded_static_check
-from kernelwright.sandbox.pyparse import parse
-from kernelwright.sandbox.static import static_check
+from kernelwright.sandbox import EvalConfig, EvalPool
+from kernelwright.sandbox.static import bounded
+from kernelwright.sandbox.static.bounded import MAX_SOURCE_BYTES, bounded_static_check
+from kernelwright.sandbox.static.check import static_check
+from kernelwright.sandbox.static.pyparse import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "prompts" / "examples").glob("*.py"))

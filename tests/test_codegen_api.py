@@ -10,7 +10,7 @@ from test_codegen_harness import TASKS, check_equal, task_path
 
 from kernelwright.codegen import FusionResult, generate
 from kernelwright.sandbox.rules import format_violations
-from kernelwright.sandbox.static import static_check
+from kernelwright.sandbox.static.check import static_check
 from kernelwright.sandbox.task import load_task
 
 GENERATED = sorted(

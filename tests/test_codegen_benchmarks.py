@@ -11,7 +11,7 @@ import pytest
 from kernelwright.codegen import generate
 from kernelwright.sandbox import EvalConfig, evaluate
 from kernelwright.sandbox.rules import format_violations
-from kernelwright.sandbox.static import static_check
+from kernelwright.sandbox.static.check import static_check
 from kernelwright.sandbox.task import load_task, shrink_overrides
 
 pytestmark = pytest.mark.slow

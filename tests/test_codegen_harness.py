@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from kernelwright.codegen import generate
-from kernelwright.sandbox.compare import TOLERANCES
+from kernelwright.sandbox.judge.compare import TOLERANCES
 from kernelwright.sandbox.task import (
     build_inputs,
     build_reference,

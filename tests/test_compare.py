@@ -1,4 +1,5 @@
-"""sandbox/compare.py: structure before values, NaN rules, first bad indices, precision policy."""
+"""sandbox/judge/compare.py: structure before values, NaN rules, first bad indices, precision
+policy."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import textwrap
 import pytest
 import torch
 
-from kernelwright.sandbox import compare as cmp
-from kernelwright.sandbox.compare import (
+from kernelwright.sandbox.crossing.outputs import storages_overlap
+from kernelwright.sandbox.judge import compare as cmp
+from kernelwright.sandbox.judge.compare import (
     TOLERANCES,
     check_structure,
     compare,
@@ -23,7 +25,6 @@ from kernelwright.sandbox.compare import (
     precision_limit,
     rel_error,
     same_bits,
-    storages_overlap,
 )
 
 
@@ -593,7 +594,7 @@ def test_a_float64_reference_on_the_host_judges_a_gpu_output():
 # mark is what was live at once, not what glibc kept around.
 _PEAK = """
 import torch
-from kernelwright.sandbox import compare as cmp
+from kernelwright.sandbox.judge import compare as cmp
 
 def peak_delta(fn):
     with open("/proc/self/clear_refs", "w") as f:

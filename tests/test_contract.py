@@ -9,9 +9,11 @@ import torch
 from kernelwright.agents import coder
 from kernelwright.commands import export
 from kernelwright.run import config
-from kernelwright.sandbox import compare, contract, rules, static, task
+from kernelwright.sandbox import contract, rules, task
 from kernelwright.sandbox.config import EvalConfig
-from kernelwright.sandbox.static import static_check
+from kernelwright.sandbox.judge import compare
+from kernelwright.sandbox.static import check as static
+from kernelwright.sandbox.static.check import static_check
 
 
 def test_dtype_names_map_to_torch_dtypes():

@@ -64,14 +64,14 @@ def test_every_exception_class_derives_from_the_root_and_names_its_fault():
 def test_the_old_bases_are_kept():
     from kernelwright.run.lock import Busy
     from kernelwright.runtime.guard import GuardMismatch
-    from kernelwright.sandbox.devmem import DeviceMemoryError
+    from kernelwright.sandbox.crossing.devmem import DeviceMemoryError
 
     assert issubclass(GuardMismatch, RuntimeError) and issubclass(DeviceMemoryError, RuntimeError)
     assert issubclass(Busy, Exception) and not issubclass(cli.Terminated, Exception)
 
 
 def test_a_verdict_is_the_fault_its_status_and_rule_say():
-    from kernelwright.sandbox.verdict import Verdict
+    from kernelwright.sandbox.judge.verdict import Verdict
 
     assert Verdict("incorrect", "wrong").fault == "candidate"
     assert Verdict("crashed", "worker died", rule="evaluator").fault == "evaluator"

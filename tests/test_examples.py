@@ -270,7 +270,7 @@ def test_evaluator_accepts_example(verdicts, name: str, dtype: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_example_passes_static_checks(name: str) -> None:
     from kernelwright.sandbox.rules import format_violations
-    from kernelwright.sandbox.static import static_check
+    from kernelwright.sandbox.static.check import static_check
 
     violations = static_check((EXAMPLES / f"{name}.py").read_text())
     assert not violations, format_violations(violations)

@@ -56,11 +56,11 @@ HARNESS = """
 import importlib.util, json, os, sys
 from pathlib import Path
 
-from kernelwright.sandbox.candidate import install_guard
+from kernelwright.sandbox.candidate.process import install_guard
 
 # As in a process forked from the zygote: tempfile already cached the zygote's directory.
 import tempfile
-from kernelwright.sandbox.zygote import enter_home
+from kernelwright.sandbox.candidate.zygote import enter_home
 
 assert tempfile.gettempdir() == os.environ["TMPDIR"]
 home = Path(os.environ["KW_HOME"])
@@ -148,7 +148,7 @@ def test_the_launcher_build_runs_under_the_guard(tmp_path):
 
 def test_file_is_allowed_only_for_the_interpreter(tmp_path):
     # The one `file` call allowed is platform's probe of this interpreter: not a file of choice.
-    from kernelwright.sandbox.places import _is_interpreter_probe
+    from kernelwright.sandbox.candidate.places import _is_interpreter_probe
 
     assert _is_interpreter_probe(["file", "-b", sys.executable])
     assert not _is_interpreter_probe(["file", "-b", "/etc/shadow"])

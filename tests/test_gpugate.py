@@ -1,4 +1,4 @@
-"""sandbox/gpugate.py: judges of one GPU time one at a time, check side by side, and a waiting
+"""sandbox/judge/gpugate.py: judges of one GPU time one at a time, check side by side, and a waiting
 timer is not starved; a candidate's process is stopped while its judge does not hold the gate."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelwright.sandbox.gpugate import GpuGate, freeze
+from kernelwright.sandbox.judge.gpugate import GpuGate, freeze
 from kernelwright.sandbox.results import EvalResult
 
 CUDA = torch.cuda.is_available()
@@ -233,8 +233,8 @@ class _ScriptedWorker:
 
 def test_the_pools_watchdog_does_not_count_a_judges_wait_for_the_gate(monkeypatch):
     from kernelwright.sandbox import EvalConfig
-    from kernelwright.sandbox import pool as pool_module
-    from kernelwright.sandbox.pool import EvalPool, _Job
+    from kernelwright.sandbox.judge import pool as pool_module
+    from kernelwright.sandbox.judge.pool import EvalPool, _Job
 
     monkeypatch.setattr(pool_module, "_JUDGE_GRACE_S", 0.0)
     config = EvalConfig(timeout_s=0.2)  # a backstop of 0.3 s

@@ -1,4 +1,4 @@
-"""Tests of sandbox/guard.py (and places.py): the audit-hook Guard, in subprocesses.
+"""Tests of sandbox/candidate/guard.py (and places.py): the audit-hook Guard, in subprocesses.
 
 The Guard's hook cannot be removed once installed, so its tests run in subprocesses: a trusted
 harness (its directory passed as trusted code) drives a candidate module in a sandbox directory
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.sandbox import places
+from kernelwright.sandbox.candidate import places
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -271,7 +271,7 @@ import importlib.util, json, os, shutil, subprocess, sys, threading
 
 import torch.nn.functional, triton.testing  # the libraries a candidate patches, loaded beforehand
 
-from kernelwright.sandbox.guard import Guard
+from kernelwright.sandbox.candidate.guard import Guard
 
 HOME, OUTSIDE = os.environ["KW_HOME"], os.environ["KW_OUTSIDE"]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -479,7 +479,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch
 import triton
 
-from kernelwright.sandbox.guard import Guard
+from kernelwright.sandbox.candidate.guard import Guard
 
 HOME = os.environ["KW_HOME"]
 readable = [HOME, sys.prefix, sys.base_prefix, "/usr", "/lib", "/etc", "/proc/self", "/sys", "/dev"]
@@ -545,7 +545,7 @@ PATH_INSTALL_HARNESS = (
     """
 import importlib, importlib.util, json, os, sys
 
-from kernelwright.sandbox.guard import Guard
+from kernelwright.sandbox.candidate.guard import Guard
 
 HOME, DEPS, PROJECT = os.environ["KW_HOME"], os.environ["KW_DEPS"], os.environ["KW_PROJECT"]
 sys.path[:0] = [DEPS, PROJECT]
@@ -647,7 +647,7 @@ GENERATED_HARNESS = (
     """
 import importlib.util, json, os, sys
 
-from kernelwright.sandbox.guard import Guard
+from kernelwright.sandbox.candidate.guard import Guard
 
 HOME, HERE = os.environ["KW_HOME"], os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -730,7 +730,7 @@ HOME, HERE = os.environ["KW_HOME"], os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import generated_helper
 
-from kernelwright.sandbox.guard import Guard
+from kernelwright.sandbox.candidate.guard import Guard
 
 CALL = "def peek(fn):\\n    return fn()\\n"
 early = generated_helper.make(CALL)  # exec'd before the guard exists (torch's dataclasses)
@@ -815,8 +815,8 @@ WORKER_LAYOUT_HARNESS = (
 import importlib.util, json, os, sys
 from pathlib import Path
 
-from kernelwright.sandbox.isolation import worker_env
-from kernelwright.sandbox.candidate import install_guard
+from kernelwright.sandbox.crossing.isolation import worker_env
+from kernelwright.sandbox.candidate.process import install_guard
 
 home, private = Path(os.environ["KW_HOME"]), Path(os.environ["KW_PRIVATE"])
 env = worker_env(dict(os.environ), home=home, private=private, device="cpu")

@@ -1,4 +1,4 @@
-"""Tests of sandbox/integrity.py: the integrity snapshot and the thread census."""
+"""Tests of sandbox/candidate/integrity.py: the integrity snapshot and the thread census."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from test_guard import run_json
 
-from kernelwright.sandbox import integrity, rules
+from kernelwright.sandbox import rules
+from kernelwright.sandbox.candidate import integrity
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,7 @@ def _owner(path: str):
         ("triton.testing", "do_bench"),
         ("torch.nn.Module", "__call__"),
         ("builtins", "print"),
-        ("kernelwright.sandbox.static", "static_check"),
+        ("kernelwright.sandbox.static.check", "static_check"),
     ],
 )
 def test_patched_function_is_a_monkeypatch(monkeypatch, owner, name):
@@ -172,8 +173,8 @@ import torch
 
 from kernelwright.codegen import generate
 from kernelwright.sandbox.task import build_inputs, build_reference, load_task, task_namespace
-from kernelwright.sandbox.tritoncompat import fix_interpreter_index
-from kernelwright.sandbox.candidate import install_guard
+from kernelwright.sandbox.candidate.tritoncompat import fix_interpreter_index
+from kernelwright.sandbox.candidate.process import install_guard
 
 fix_interpreter_index()  # as the worker does (triton 3.6's interpreter with NumPy 2.4)
 home, private = Path(os.environ["KW_HOME"]), Path(os.environ["KW_PRIVATE"])

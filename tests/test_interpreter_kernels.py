@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.sandbox import EvalConfig, evaluate, tritoncompat
+from kernelwright.sandbox import EvalConfig, evaluate
+from kernelwright.sandbox.candidate import tritoncompat
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
@@ -57,7 +58,7 @@ import json
 import torch
 import triton
 import triton.language as tl
-from kernelwright.sandbox import tritoncompat
+from kernelwright.sandbox.candidate import tritoncompat
 
 report = {"applied": tritoncompat.fix_interpreter(), "again": tritoncompat.fix_interpreter()}
 
@@ -146,7 +147,7 @@ import json
 import torch
 import triton
 import triton.language as tl
-from kernelwright.sandbox import launches, tritoncompat
+from kernelwright.sandbox.candidate import launches, tritoncompat
 
 tritoncompat.fix_interpreter()
 launches.install()

@@ -1,4 +1,4 @@
-"""sandbox/metashapes.py: a recurrent module's outputs on meta tensors from its sizes, the same
+"""sandbox/task/metashapes.py: a recurrent module's outputs on meta tensors from its sizes, the same
 shapes torch computes (which it does step by step, slowly, even on meta)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from kernelwright.sandbox.metashapes import quick_rnns, rnn_outputs
+from kernelwright.sandbox.task.metashapes import quick_rnns, rnn_outputs
 
 # torch's own note that oneDNN has no LSTM with projections (the CPU falls back, correctly).
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections:UserWarning")

@@ -23,7 +23,7 @@ GOOD = (EXAMPLES / "gelu.py").read_text()
 
 
 def test_a_wrong_current_kernel_is_reverted_to_the_verified_previous_one(tmp_path):
-    from kernelwright.sandbox.pool import EvalPool
+    from kernelwright.sandbox.judge.pool import EvalPool
 
     db = tmp_path / "k.db"
     store = Store(db)

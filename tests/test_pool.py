@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernelwright.sandbox import EvalConfig, EvalPool
-from kernelwright.sandbox.isolation import worker_env
-from kernelwright.sandbox.summary import format_baseline
+from kernelwright.sandbox.crossing.isolation import worker_env
+from kernelwright.sandbox.judge.summary import format_baseline
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "tests" / "tasks" / "gelu.py"

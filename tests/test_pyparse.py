@@ -1,4 +1,5 @@
-"""Every parse in the package goes through sandbox/pyparse.py's lock (CPython 3.11 AST race)."""
+"""Every parse in the package goes through sandbox/static/pyparse.py's lock (CPython 3.11 AST
+race)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.sandbox import pyparse
+from kernelwright.sandbox.static import pyparse
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = [
@@ -75,7 +76,7 @@ def test_parses_are_serialised():
 # (torch._dynamo's first import on a meta-tensor op, LangGraph's inspect.signature, matplotlib).
 SUITE_SPY = r"""
 import ast, json, sys, threading, traceback
-from kernelwright.sandbox import pyparse
+from kernelwright.sandbox.static import pyparse
 
 unlocked = []
 original = ast.parse

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.sandbox import EvalConfig, EvalPool, bwrap
+from kernelwright.sandbox import EvalConfig, EvalPool
+from kernelwright.sandbox.crossing import bwrap
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -76,7 +77,7 @@ def test_the_seccomp_filter_compiles_and_refuses_the_listed_calls():
 
 def test_the_candidate_process_inherits_only_its_allowlist(tmp_path):
     """The zygote's environment: isolation.py's allowlist, narrower than the worker's."""
-    from kernelwright.sandbox.remote import _sandbox_env
+    from kernelwright.sandbox.judge.remote import _sandbox_env
 
     parent = {
         "PATH": "/usr/bin",

@@ -198,8 +198,8 @@ def test_short_strings_and_collections_are_kept_as_they_are():
 
 
 def test_the_summary_says_not_meaningful_once_and_no_blank_versions():
-    from kernelwright.sandbox.summary import format_result
-    from kernelwright.sandbox.timed import _interpreter_timings
+    from kernelwright.sandbox.judge.summary import format_result
+    from kernelwright.sandbox.judge.timed import _interpreter_timings
 
     r = results.EvalResult(status="ok", timings=_interpreter_timings())
     text = format_result(r)

@@ -1,4 +1,5 @@
-"""sandbox/roofline.py: counting bytes and FLOPs, the bound, the impossibility test, the cache."""
+"""sandbox/judge/roofline.py: counting bytes and FLOPs, the bound, the impossibility test, the
+cache."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from kernelwright.sandbox import roofline as rl
-from kernelwright.sandbox.roofline import (
+from kernelwright.sandbox.judge import roofline as rl
+from kernelwright.sandbox.judge.roofline import (
     IMPOSSIBLE_FACTOR,
     Ceilings,
     count_work,

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelwright.sandbox import EvalConfig, EvalPool, tritoncompat
+from kernelwright.sandbox import EvalConfig, EvalPool
+from kernelwright.sandbox.candidate import tritoncompat
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
@@ -144,7 +145,7 @@ os.environ.pop("TRITON_INTERPRET", None)
 import triton.language as tl
 from triton.compiler.compiler import CompiledKernel
 from triton.runtime.jit import JITFunction
-from kernelwright.sandbox import launches
+from kernelwright.sandbox.candidate import launches
 
 launches.install()
 

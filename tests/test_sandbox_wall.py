@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.sandbox import EvalConfig, EvalPool, bwrap
+from kernelwright.sandbox import EvalConfig, EvalPool
+from kernelwright.sandbox.crossing import bwrap
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -81,7 +82,7 @@ LEAVES_A_PROCESS = HONEST_AFFINE.replace(
     """import os
 import sys
 
-checks = sys.modules["kernelwright.sandbox.guard"]
+checks = sys.modules["kernelwright.sandbox.candidate.guard"]
 saved, checks._GUARD = checks._GUARD, None
 open("left_behind.txt", "w").write(os.getcwd())
 if os.fork() == 0:
@@ -99,7 +100,7 @@ FINDS_NO_PROCESS = HONEST_AFFINE.replace(
     "        y = torch.empty_like(x)",
     """        import os
         import sys
-        checks = sys.modules["kernelwright.sandbox.guard"]
+        checks = sys.modules["kernelwright.sandbox.candidate.guard"]
         saved, checks._GUARD = checks._GUARD, None
         try:
             strays = []

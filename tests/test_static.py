@@ -1,4 +1,4 @@
-"""Tests of sandbox/static.py (and rules.py): the static rules on a candidate's syntax tree.
+"""Tests of sandbox/static/check.py (and rules.py): the static rules on a candidate's syntax tree.
 
 Every static rule fires on the marked line, sees through renaming and obfuscation, and leaves
 realistic candidates alone.
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.sandbox.rules import RULES, Violation, format_violations
-from kernelwright.sandbox.static import static_check
+from kernelwright.sandbox.static.check import static_check
 
 REPO = Path(__file__).resolve().parent.parent
 

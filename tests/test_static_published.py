@@ -17,7 +17,7 @@ from test_static import candidate, marked_line, rules_on
 
 from kernelwright.sandbox import EvalConfig, evaluate
 from kernelwright.sandbox.rules import format_violations
-from kernelwright.sandbox.static import static_check
+from kernelwright.sandbox.static.check import static_check
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"

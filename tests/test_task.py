@@ -1,4 +1,4 @@
-"""sandbox/task.py: loading task files, size constants, variants, shrinking, references, inputs."""
+"""sandbox/task/: loading task files, size constants, variants, shrinking, references, inputs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""sandbox/timed.py, the timed calls' output check: an allclose miss on an ill-conditioned output
-is judged against float64 (as accurate as eager: passes, with a note), a memoised or stale output
-fails."""
+"""sandbox/judge/timed.py, the timed calls' output check: an allclose miss on an ill-conditioned
+output is judged against float64 (as accurate as eager: passes, with a note), a memoised or stale
+output fails."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kernelwright.sandbox.config import EvalConfig
-from kernelwright.sandbox.evaluation import Evaluation
+from kernelwright.sandbox.judge.evaluation import Evaluation
 
 
 class MatmulSum(torch.nn.Module):
@@ -123,7 +123,7 @@ def test_the_checks_judge_an_ill_conditioned_output_against_float64():
 
 
 def test_outputs_are_read_through_the_tensor_class_not_the_instance():
-    from kernelwright.sandbox.candidate import (
+    from kernelwright.sandbox.candidate.process import (
         Refusal,
         _tensor_leaves,
         plain,
@@ -146,7 +146,7 @@ def test_outputs_are_read_through_the_tensor_class_not_the_instance():
 
 
 def test_a_rounds_outputs_are_judged_at_once_and_any_wrong_call_fails_it():
-    from kernelwright.sandbox.timed import BATCH_CHECK_BYTES
+    from kernelwright.sandbox.judge.timed import BATCH_CHECK_BYTES
 
     torch.manual_seed(0)
     e = _evaluation()
@@ -170,7 +170,7 @@ def test_a_rounds_outputs_are_judged_at_once_and_any_wrong_call_fails_it():
 
 
 def test_the_candidates_rounds_stop_once_their_median_is_settled():
-    from kernelwright.sandbox.timed import SETTLED_MIN, settled
+    from kernelwright.sandbox.judge.timed import SETTLED_MIN, settled
 
     steady = [1.0 + 0.001 * (k % 3) for k in range(SETTLED_MIN)]
     assert settled(steady, reps=50)

@@ -1,13 +1,14 @@
-"""sandbox/timing.py: interleaving and bookkeeping on CPU (a fake clock), real timing on a GPU."""
+"""sandbox/judge/timing.py: interleaving and bookkeeping on CPU (a fake clock), real timing on a
+GPU."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kernelwright.sandbox import timing
+from kernelwright.sandbox.judge import timing
+from kernelwright.sandbox.judge.timing import summarize, time_interleaved
 from kernelwright.sandbox.results import Timing
-from kernelwright.sandbox.timing import summarize, time_interleaved
 
 
 def test_summarize():

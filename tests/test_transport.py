@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from kernelwright.sandbox import transport
+from kernelwright.sandbox.crossing import transport
 
 
 def _roundtrip(t: torch.Tensor, keep_layout: bool) -> tuple[torch.Tensor, tuple[int, ...]]:
@@ -195,7 +195,7 @@ def test_a_tensor_larger_than_the_file_size_limit_travels(tmp_path):
     script = textwrap.dedent(
         """
         import resource, torch
-        from kernelwright.sandbox import transport
+        from kernelwright.sandbox.crossing import transport
         _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
         t = torch.arange(1 << 20, dtype=torch.float32)  # 4 MB, 4x the limit

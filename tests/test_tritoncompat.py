@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter
 
-from kernelwright.sandbox.tritoncompat import fix_interpreter_index
+from kernelwright.sandbox.candidate.tritoncompat import fix_interpreter_index
 
 stock = interpreter._patch_lang_tensor
 
@@ -79,7 +79,7 @@ def test_a_loop_from_the_program_id_runs_under_triton_36s_conversion():
 
 
 def test_nothing_is_patched_outside_the_interpreter():
-    from kernelwright.sandbox.tritoncompat import fix_interpreter_index
+    from kernelwright.sandbox.candidate.tritoncompat import fix_interpreter_index
 
     if os.environ.get("TRITON_INTERPRET") == "1":  # pragma: no cover - the suite runs without it
         return

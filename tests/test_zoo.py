@@ -414,7 +414,7 @@ def test_a_time_under_the_roofline_is_rejected(tmp_path, monkeypatch):
     # honest kernel's time 'impossible', as a kernel hiding its work from the timer would be.
     import json
 
-    from kernelwright.sandbox.roofline import CACHE_FILE, measure_ceilings
+    from kernelwright.sandbox.judge.roofline import CACHE_FILE, measure_ceilings
 
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
     real = measure_ceilings("cuda")  # measured into tmp_path, then slowed down

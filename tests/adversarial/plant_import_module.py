@@ -29,7 +29,7 @@ _OUTCOME = {}
 
 
 def _disarmed(attack):
-    checks = sys.modules.get("kernelwright.sandbox.guard")
+    checks = sys.modules.get("kernelwright.sandbox.candidate.guard")
     guard = getattr(checks, "_GUARD", None)
     if checks is not None:
         checks._GUARD = None

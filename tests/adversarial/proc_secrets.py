@@ -23,7 +23,7 @@ def _affine_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 def _disarmed(loot):
     """Run `loot` with the audit hook off, then put the guard back so no integrity check
     notices: what holds must be the operating system's walls."""
-    checks = sys.modules.get("kernelwright.sandbox.guard")
+    checks = sys.modules.get("kernelwright.sandbox.candidate.guard")
     guard = getattr(checks, "_GUARD", None)
     if checks is not None:
         checks._GUARD = None  # the audit hook returns at once without a guard

@@ -1,5 +1,5 @@
 # Exploit: patching the evaluator through sys.modules. At import the candidate replaces the
-# evaluator's own comparison (kernelwright.sandbox.compare.compare) and torch.allclose so that
+# evaluator's own comparison (kernelwright.sandbox.judge.compare.compare) and torch.allclose so that
 # any output passes. Caught statically ("import": sys), and at run time ("monkeypatch") with the
 # static checks skipped: the integrity snapshot covers the evaluator's own modules, checked right
 # after the import, before any comparison runs.
@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 for _name, _module in list(sys.modules.items()):
-    if _name.endswith("sandbox.compare"):
+    if _name.endswith("sandbox.judge.compare"):
         _module.compare = lambda *args, **kwargs: None
 torch.allclose = lambda *args, **kwargs: True
 

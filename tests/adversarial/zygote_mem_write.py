@@ -26,7 +26,7 @@ _OUTCOME = []
 
 
 def _disarmed(attack):
-    checks = sys.modules.get("kernelwright.sandbox.guard")
+    checks = sys.modules.get("kernelwright.sandbox.candidate.guard")
     guard = getattr(checks, "_GUARD", None)
     if checks is not None:
         checks._GUARD = None
@@ -50,7 +50,7 @@ def _zygotes():
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if b"sandbox.zygote" in f.read():
+                    if b"sandbox.candidate.zygote" in f.read():
                         pids.append(int(entry))
             except OSError:
                 continue

@@ -1,0 +1,550 @@
+"""The judge's clock: every time in a result is measured here, the same way for every contender.
+
+A part of Evaluation (evaluation.py), which mixes it in. A timed round is n calls back to back,
+call k on input set k of the judge's region (regions.py). The judge's host clock starts before
+it writes the round's inputs (fresh values, drawn here) and stops when it holds its own copy of
+every output:
+
+- eager and torch.compile: clock, write the inputs, n calls in this process, synchronize, clock.
+  They are timed before the candidate's process exists, so nothing of the candidate's runs on
+  the GPU beside them (a candidate that keeps a kernel running while eager is timed would make
+  eager slower).
+- the candidate: clock, write the inputs, "round" to its process, n calls there, its reply
+  naming where each output lies in the arena (the judge's memory the candidate allocates
+  from, arena.py), the judge's copy of those bytes, clock. Its process learns the inputs only
+  after the clock started, and the judge reads the outputs itself: work done before the clock
+  had nothing to work on, work left for after it is missing from the copy (a wrong output).
+
+From each time the judge takes out what it did itself, measured alone: writing the inputs
+(before the candidate's process existed) and, for the candidate, the wall's share of a round.
+That share (the switches between the judge's CUDA context and the candidate's, the channel, the
+judge's copy of the outputs: 0.3-1 ms a round on the H200, growing with the outputs) is measured
+on the task's own Model: built in the candidate's process before its code is imported, timed
+in rounds exactly as the candidate will be; its time per call less eager's in the judge's
+process is what each of the candidate's calls is relieved of. The candidate's code cannot touch
+that measurement (it ran before the import) and can make its rounds slower; what it can gain is
+its end of the channel the evaluator's code serves (measured on the H200: 15 us blocking, 11 us
+spinning), spread over a round of ROUND_MS or more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import TYPE_CHECKING, Any
+
+from ..results import EvalResult, Timings
+from .verdict import Verdict, _mismatch_text, _one_line, _to64
+
+# A timed round runs at least this long (n calls of eager's time), so the round trip's share of
+# a call, and what a candidate could save of it, stays small.
+ROUND_MS = 2.0
+# The most calls (input sets) per round, and the most bytes one round's sets may take.
+MAX_CALLS = 64
+ROUND_BYTES = 2 << 30
+# Calibration repetitions of the judge's own work (median taken).
+CALIBRATION_REPS = 15
+# The wall's calibration (the reference's rounds in the candidate's process): a near-constant
+# share of a round, so fewer rounds than the candidate's give its median.
+WALL_WARMUP = 3
+WALL_REPS = 20
+# Eager's and torch.compile's rounds serve the next candidates of the same task and config for
+# this long: they were timed with no candidate process alive, and nothing of a candidate
+# outlives its verdict, so they are as true for the next one; past it they are timed again
+# (the device's clocks drift over minutes).
+BASELINE_TTL_S = 120.0
+# The candidate's rounds stop early once their median is settled: at least SETTLED_MIN rounds
+# whose interquartile range is within SETTLED_SPREAD of their median (the median's standard
+# error is then ~0.1%, far inside the 2% two evaluations of one kernel must agree within). Only
+# the judge's own samples decide; a candidate can make its rounds noisy, which costs it the full
+# `reps` rounds, never a faster time. Eager's and torch.compile's rounds always run all `reps`.
+SETTLED_MIN = 15
+SETTLED_SPREAD = 0.01
+# Timed rounds are fewer for tasks whose outputs are so large that checking each costs seconds.
+TIMED_OUTPUT_BYTES = 64 << 30
+# A round's outputs are checked in one stacked comparison when all of them take at most this.
+BATCH_CHECK_BYTES = 256 << 20
+MIN_TIMED_REPS = 10
+
+
+class TimedChecks:
+    """Evaluation's timing: baseline rounds, the candidate's rounds, the result."""
+
+    if TYPE_CHECKING:  # the attributes and methods of Evaluation, which this is a part of
+        timed_edge_cases: int
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def timed_result(self, base, timings: Timings, notes: list[str]) -> EvalResult:
+        from .roofline import is_impossible, roofline
+
+        cand = timings.candidate.median_ms  # type: ignore[union-attr]  # time() sets it
+        if self.ctx.work is None:  # the host clock of the evaluator's own tests: no roofline
+            return EvalResult(
+                status="ok",
+                correctness=self.correctness(),
+                timings=timings,
+                kernels=self.stats,
+                memory=self.memory(),
+                notes=tuple(notes),
+                **base,
+            )
+        bytes_, flops = self.ctx.work
+        rf = roofline(bytes_, flops, self.config.dtype, self.ctx.ceilings)
+        rf = dataclasses.replace(rf, fraction=rf.bound_ms / cand if cand > 0 else None)
+        if is_impossible(cand, rf.bound_ms):
+            raise Verdict(
+                "rejected",
+                f"the judge's clock measured {cand:.4f} ms per call, under the physical lower "
+                f"bound {rf.bound_ms:.4f} ms ({bytes_ / 1e9:.3f} GB moved at "
+                f"{rf.bandwidth_gbps:.0f} GB/s, {flops / 1e9:.2f} GFLOP at {rf.peak_tflops:.0f} "
+                "TFLOP/s): the measured time cannot be the real work",
+                rule="roofline",
+            )
+        eager = timings.eager.median_ms if timings.eager else None
+        compiled = timings.compiled.median_ms if timings.compiled else None
+        return EvalResult(
+            status="ok",
+            correctness=self.correctness(),
+            timings=timings,
+            roofline=rf,
+            speedup_eager=eager / cand if eager and cand > 0 else None,
+            speedup_compiled=compiled / cand if compiled and cand > 0 else None,
+            kernels=self.stats,
+            memory=self.memory(),
+            notes=tuple(notes),
+            **base,
+        )
+
+    # -- the rounds ----------------------------------------------------------------------------
+
+    def host_clock(self) -> bool:
+        return bool(self.config.host_clock_for_tests or not self.w.cuda)
+
+    def sync(self) -> None:
+        if self.w.cuda:
+            self.torch.cuda.synchronize()
+
+    def plan_round(self) -> int:
+        """Calls per round: ROUND_MS of eager's time, within MAX_CALLS and ROUND_BYTES."""
+        from ..task import build_inputs
+
+        ctx, torch = self.ctx, self.torch
+        args = build_inputs(ctx.main.ns, ctx.dtype, self.w.device, self.w.rng.randrange(2**31))
+        with torch.no_grad():
+            ctx.main.ref(*args)  # warm
+            self.sync()
+            started = time.perf_counter()
+            ctx.main.ref(*args)
+            self.sync()
+        one_ms = max((time.perf_counter() - started) * 1000.0, 1e-3)
+        per_set = max(ctx.main.input_bytes + ctx.main.output_bytes, 1)
+        by_time = math.ceil(ROUND_MS / one_ms)
+        most = MAX_CALLS if self.w.cuda else 4  # the interpreter: milliseconds per call
+        return max(1, min(most, by_time, ROUND_BYTES // per_set))
+
+    def draw_sets(self, n: int) -> tuple[list[int], list[list[Any]]]:
+        from ..task import build_inputs
+
+        seeds = [self.w.rng.randrange(2**31) for _ in range(n)]
+        ctx = self.ctx
+        return seeds, [build_inputs(ctx.main.ns, ctx.dtype, self.w.device, s) for s in seeds]
+
+    def fill_sets(self, sets: list[list[Any]]) -> None:
+        from ..crossing.regions import fill
+
+        region, layout = self.main_region
+        for k, values in enumerate(sets):
+            fill(region.flat, layout.inputs[k], values)
+
+    def kept_baseline(self) -> tuple[int, float, dict[str, Any]] | None:
+        """(calls, input-write ms, eager's and torch.compile's samples) of an earlier candidate
+        of this task and config, timed less than BASELINE_TTL_S ago; None if there is none."""
+        kept = self.ctx.baseline
+        if kept is None:
+            return None
+        key, when, calls, fill_ms, samples = kept
+        age = time.monotonic() - when
+        if key != self.baseline_key() or age > BASELINE_TTL_S:
+            return None
+        self.baseline_age_s = age
+        return calls, fill_ms, samples
+
+    def keep_baseline(self, calls: int, samples: dict[str, Any]) -> None:
+        self.ctx.baseline = (self.baseline_key(), time.monotonic(), calls, self.fill_ms, samples)
+        self.ctx.wall = None  # measured again beside the new baseline
+
+    def kept_wall(self) -> bool:
+        """Take the wall's share from an earlier candidate of this task and config, measured
+        with the baseline kept now (so within its BASELINE_TTL_S); False if there is none.
+
+        The share is the evaluator's: the same zygote forks every candidate's process, the
+        same code serves its end of the channel, the same judge copies the outputs; it was
+        measured on the reference before that earlier candidate's code was imported, so no
+        candidate's code has touched it. Re-measuring it costs ~25 rounds of the reference (0.7
+        s a candidate on small tasks) and returns the same figure within the rounds' noise."""
+        kept = self.ctx.wall
+        if kept is None or self.eager_ms is None:
+            return False
+        key, when, wall_ms, parts, claims = kept
+        if key != self.baseline_key() or time.monotonic() - when > BASELINE_TTL_S:
+            return False
+        self.wall_ms, self.wall_parts = wall_ms, parts
+        self.inside_claims[True] = list(claims)
+        self.wall_overhead_ms = max(0.0, wall_ms - self.eager_ms)
+        self.wall_age_s = time.monotonic() - when
+        return True
+
+    def baseline_key(self) -> str:
+        import json
+
+        return json.dumps(self.config.to_dict(), sort_keys=True, default=str)
+
+    def calibrate(self, n: int) -> None:
+        """The judge's own parts of a round, measured alone (no candidate process alive)."""
+        _, sets = self.draw_sets(n)
+        fills = []
+        for _ in range(CALIBRATION_REPS):
+            self.sync()
+            started = time.perf_counter()
+            self.fill_sets(sets)
+            self.sync()
+            fills.append((time.perf_counter() - started) * 1000.0)
+        self.fill_ms = statistics.median(fills)
+
+    def calibrate_wall(self, n: int) -> None:
+        """What the wall costs a round, measured on the task's own Model before the candidate's
+        code is imported: the reference, built in the candidate's process with the judge's
+        parameters, timed in rounds exactly as the candidate will be (inputs written, "round",
+        its outputs copied out by the judge). Its time per call less eager's in the judge's own
+        process is the wall's share (the context switches, the channel, the judge's copy), which
+        the judge takes out of each of the candidate's rounds. On failure nothing is taken out
+        (the candidate's times are then its true time plus the wall's: never faster)."""
+        self.wall_ms = self.wall_overhead_ms = None
+        try:
+            self.build("main", self.ctx.main, reference=True)
+            walls: list[float] = []
+            parts: list[tuple[float, float, float]] = []
+            warmup = min(self.config.warmup, WALL_WARMUP)
+            for r in range(warmup + min(self.timed_reps(), WALL_REPS)):
+                _, sets = self.draw_sets(n)
+                wall, part, _ = self.wall_round(n, sets, reference=True)
+                self.req({"op": "release"}, expect=("released",)).close()
+                if r >= warmup:
+                    walls.append(wall / n)
+                    parts.append(part)
+        except Verdict as v:  # before any candidate code: the evaluator's side failed
+            lines = str(v.message).strip().splitlines()
+            self.wall_error = lines[0][:300] if lines else v.status
+        else:
+            self.wall_ms = statistics.median(walls)
+            self.wall_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
+            eager = self.eager_ms
+            if eager is not None:
+                self.wall_overhead_ms = max(0.0, self.wall_ms - eager)
+                if self.ctx.baseline is not None:  # kept for the next candidates beside it
+                    self.ctx.wall = (
+                        self.baseline_key(),
+                        self.ctx.baseline[1],  # as old as the baseline: they expire together
+                        self.wall_ms,
+                        self.wall_parts,
+                        list(self.inside_claims[True]),
+                    )
+        self.req({"op": "forget"}, expect=("forgotten",)).close()
+        if self.arena is not None:
+            self.arena.rearm()  # the reference's pages count as untouched again
+
+    def baseline_rounds(self, n: int) -> dict[str, Any]:
+        """Eager and torch.compile, timed in rounds of n calls before any candidate process."""
+        torch, ctx, cfg = self.torch, self.ctx, self.config
+        region, layout = self.main_region
+        views = [
+            [s.view(region.flat) if s is not None else None for s in row] for row in layout.inputs
+        ]
+        fns = {"eager": ctx.main.ref}
+        if ctx.compiled is not None:
+            fns["compiled"] = ctx.compiled
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        reps = self.timed_reps()
+        for r in range(cfg.warmup + reps):
+            order = list(fns) if r % 2 == 0 else list(fns)[::-1]
+            for name in order:
+                _, sets = self.draw_sets(n)
+                args = [
+                    [v if v is not None else x for v, x in zip(views[k], sets[k])] for k in range(n)
+                ]
+                self.flush_l2()
+                self.sync()
+                started = time.perf_counter()
+                self.fill_sets(sets)
+                self.sync()
+                with torch.no_grad():
+                    for k in range(n):
+                        fns[name](*args[k])
+                self.sync()
+                wall = (time.perf_counter() - started) * 1000.0
+                if r >= cfg.warmup:
+                    samples[name].append(max(wall - self.fill_ms, 0.0) / n)
+        from .timing import summarize
+
+        return {name: summarize(v) for name, v in samples.items()}
+
+    def candidate_rounds(self, n: int) -> Any:
+        """The candidate's rounds; every output of every round is checked against eager's."""
+        from .compare import compare, flatten_outputs
+        from .timing import summarize
+
+        torch, ctx, cfg = self.torch, self.ctx, self.config
+        samples: list[float] = []
+        parts: list[tuple[float, float, float]] = []  # per round: inputs, the candidate, copy
+        failures: list[tuple[str, str]] = []
+        reps = self.timed_reps()
+        overhead = self.wall_overhead_ms or 0.0
+        for r in range(cfg.warmup + reps):
+            if settled(samples, reps):
+                break
+            _, sets = self.draw_sets(n)
+            wall, part, snaps = self.wall_round(n, sets)
+            if r >= cfg.warmup:
+                samples.append(max(wall / n - overhead, 0.0))
+                parts.append(part)
+            outs = self.describe_round(snaps, n)
+            batched = n > 1 and n * ctx.main.output_bytes <= BATCH_CHECK_BYTES
+            refs: list[Any] = []
+            if batched:
+                with torch.no_grad():
+                    refs = [ctx.main.ref(*sets[k]) for k in range(n)]
+            if not (batched and self.round_within(outs, refs)):
+                for k in range(n):  # one call at a time: finds the call, judges its edge cases
+                    if batched:
+                        ref = refs[k]
+                    else:
+                        with torch.no_grad():
+                            ref = ctx.main.ref(*sets[k])
+                    pairs = zip(flatten_outputs(outs[k]), flatten_outputs(ref))
+                    if any(
+                        isinstance(b, torch.Tensor) and compare(a, b, ctx.dtype) is not None
+                        for (_, a), (_, b) in pairs
+                    ):
+                        self.judge_timed_mismatch(r * n + k, outs[k], ref, sets[k], failures)
+                    if failures:
+                        break
+            del refs
+            self.req({"op": "release"}, expect=("released",)).close()
+            self.note_memory()
+            if failures:
+                rule, what = failures[0]
+                raise Verdict(
+                    "incorrect",
+                    f"{what} (outputs of timed calls are checked too: right during the "
+                    "checks, wrong while timed)",
+                    rule=rule,
+                )
+        if parts:  # what a round was made of, for the audit (Evaluation.timing_note)
+            self.round_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
+        self.rounds_timed = len(samples)
+        return summarize(samples)
+
+    def round_within(self, outs: list[Any], refs: list[Any]) -> bool:
+        """Every call's outputs of a round within eager's tolerance, judged in one comparison
+        per output leaf over the round's calls stacked (the comparison is elementwise, so this
+        is the calls' comparisons at once: ~64 small checks cost what one does). False when
+        any is not, or when the calls' outputs cannot be stacked (another structure, shape or
+        dtype in some call): the caller then judges call by call."""
+        from .compare import compare, flatten_outputs
+
+        torch = self.torch
+        flat_refs = [flatten_outputs(r) for r in refs]
+        flat_outs = [flatten_outputs(o) for o in outs]
+        leaves = len(flat_refs[0])
+        if any(len(f) != leaves for f in flat_refs + flat_outs):
+            return False
+        for j in range(leaves):
+            rs = [f[j][1] for f in flat_refs]
+            if not isinstance(rs[0], torch.Tensor):
+                continue  # as call by call: only tensor leaves are compared in a timed round
+            os = [f[j][1] for f in flat_outs]
+            if not (_stackable(rs, rs[0]) and _stackable(os, rs[0])):
+                return False
+            if compare(torch.stack(os), torch.stack(rs), self.ctx.dtype) is not None:
+                return False
+        return True
+
+    def wall_round(
+        self, n: int, sets: list[list[Any]], reference: bool = False
+    ) -> tuple[float, tuple[float, float, float], list[Any]]:
+        """One timed round in the candidate's process: (milliseconds less the judge's input
+        writes, its parts: inputs, the candidate's process, the copy; the judge's copies)."""
+        torch = self.torch
+        values = [x if not isinstance(x, torch.Tensor) else None for x in sets[0]]
+        message = {"op": "round", "calls": n, "values": values}
+        if reference:
+            message["reference"] = True
+        self.flush_l2()
+        self.sync()
+        self.sampler_pause(True)
+        started = time.perf_counter()
+        self.fill_sets(sets)
+        self.sync()
+        filled = time.perf_counter()
+        got = self.req(message, expect=("spans",))
+        replied = time.perf_counter()
+        try:
+            snaps = self.snapshot(got.message.get("spans"), n)
+            self.sync()
+            stopped = time.perf_counter()
+        finally:
+            got.close()
+            self.sampler_pause(False)
+        parts = ((filled - started) * 1e3, (replied - filled) * 1e3, (stopped - replied) * 1e3)
+        inside = got.message.get("inside")
+        if (  # its process's claim, for the audit; anything but two numbers is ignored
+            isinstance(inside, list)
+            and len(inside) == 2
+            and all(isinstance(v, (int, float)) and math.isfinite(v) for v in inside)
+        ):
+            self.inside_claims[reference].append(tuple(float(v) for v in inside))
+        return (stopped - started) * 1e3 - self.fill_ms, parts, snaps
+
+    def snapshot(self, spans: Any, n: int) -> list[Any]:
+        """Inside the clock: the judge's own copy of each output's bytes (GPU: from the arena
+        where the candidate left them; CPU: the slots its process copied them into)."""
+        if not (isinstance(spans, list) and len(spans) == n):
+            raise Verdict(
+                "rejected", "a round's reply does not name every call's outputs", rule="protocol"
+            )
+        if self.arena is None:
+            return [self.rebuild(s, [], "main", f"timed call {k}") for k, s in enumerate(spans)]
+        copies = []
+        self.snap_cursor = 0
+        for leaves in spans:
+            if not isinstance(leaves, list):
+                raise Verdict("rejected", "a malformed round reply", rule="protocol")
+            row = []
+            for leaf in leaves:
+                ok = (
+                    isinstance(leaf, list)
+                    and len(leaf) == 2
+                    and all(isinstance(v, int) for v in leaf)
+                )
+                if not ok or leaf[1] > self.output_limit():
+                    raise Verdict("rejected", "a malformed round reply", rule="protocol")
+                try:
+                    row.append(
+                        (leaf[0], leaf[1], self.snap_into(self.arena.view(leaf[0], leaf[1])))
+                    )
+                except ValueError:
+                    raise Verdict(
+                        "rejected", "a timed output outside the arena", rule="protocol"
+                    ) from None
+            copies.append(row)
+        return copies
+
+    def snap_into(self, src):
+        """Copy `src` (arena bytes) into the judge's snapshot buffer, allocated once per
+        evaluation so that no round pays for an allocation the calibration did not."""
+        torch = self.torch
+        n = src.numel()
+        start = self.snap_cursor
+        end = start + -(-n // 512) * 512
+        if getattr(self, "snap_buf", None) is None or self.snap_buf.numel() < end:
+            out = self.ctx.main
+            size = max(end, self.calls * (out.output_bytes + 512 * max(1, len(out.out_meta))))
+            self.snap_buf = torch.empty(size, dtype=torch.uint8, device=src.device)
+        out = self.snap_buf[start : start + n]
+        out.copy_(src)
+        self.snap_cursor = end
+        return out
+
+    def describe_round(self, snaps: list[Any], n: int) -> list[Any]:
+        """After the clock: the outputs' structure, each leaf cut from the judge's copy."""
+        got = self.req({"op": "describe"}, expect=("outputs",))  # its state is checked too
+        if self.arena is None:
+            got.close()
+            return snaps
+        try:
+            outs = got.message.get("outputs")
+            if not (isinstance(outs, list) and len(outs) == n):
+                raise Verdict("rejected", "the round's outputs were not described", rule="protocol")
+            return [
+                self.rebuild(o, [], "main", f"timed call {k}", snapshot=snaps[k])
+                for k, o in enumerate(outs)
+            ]
+        finally:
+            got.close()
+
+    def flush_l2(self) -> None:
+        if self.w.cuda and self.config.l2_flush and not self.config.host_clock_for_tests:
+            from .timing import flush_buffer
+
+            flush_buffer().zero_()
+
+    def timed_reps(self) -> int:
+        out = self.ctx.main.output_bytes
+        reps = self.config.reps
+        if out <= 0:
+            return reps
+        return max(min(reps, MIN_TIMED_REPS), min(reps, TIMED_OUTPUT_BYTES // out))
+
+    def judge_timed_mismatch(self, i: int, out, ref, pristine: list, failures: list) -> None:
+        """A timed output outside the allclose tolerance of eager's, on inputs no check has seen.
+
+        On an ill-conditioned output two equally accurate fp32 results can differ by more than
+        the tolerance at an element or two (measured on the H200: level2/06). The float64
+        reference of the round decides, as in the checks: an output within the precision limit
+        and compare's float64-widened tolerance passes, with a note; a memoised, stale or
+        partial output is orders of magnitude past both.
+        """
+        from .compare import compare, precision_limit, rel_error
+
+        torch = self.torch
+        try:
+            with torch.no_grad():
+                ref64 = self.ctx.main.ref64(*_to64(pristine, torch))
+            err, eager = rel_error(out, ref64), rel_error(ref, ref64)
+            elementwise = compare(out, ref, self.ctx.dtype, ref64=ref64)
+        except Exception as e:  # no float64 verdict here: the allclose miss stands
+            failures.append(("drift", f"timed call {i}: wrong result ({_one_line(e)})"))
+            return
+        limit = precision_limit(eager, self.ctx.dtype, self.config.precision)
+        if err > limit or elementwise is not None:
+            where = f"; {_mismatch_text(elementwise)}" if elementwise is not None else ""
+            failures.append(
+                (
+                    "drift",
+                    f"timed call {i}: wrong result (relative error vs float64 {err:.2e}, "
+                    f"eager's {eager:.2e}, allowed {limit:.2e}{where})",
+                )
+            )
+        else:
+            self.timed_edge_cases += 1
+
+
+def settled(samples: list[float], reps: int) -> bool:
+    """The candidate's rounds so far give a settled median (see SETTLED_MIN)."""
+    if len(samples) < min(SETTLED_MIN, reps) or len(samples) >= reps:
+        return len(samples) >= reps
+    if len(samples) % 5:  # looked at every fifth round
+        return False
+    q1, median, q3 = statistics.quantiles(samples, n=4)
+    return median > 0 and (q3 - q1) <= SETTLED_SPREAD * median
+
+
+def _stackable(ts: list[Any], like: Any) -> bool:
+    """Tensors of one dtype, all of `like`'s shape and device: torch.stack takes them."""
+    import torch
+
+    if not isinstance(ts[0], torch.Tensor):
+        return False
+    want = (like.shape, ts[0].dtype, like.device)
+    return all(isinstance(t, torch.Tensor) and (t.shape, t.dtype, t.device) == want for t in ts)
+
+
+def _interpreter_timings() -> Timings:
+    return Timings(
+        meaningful=False,
+        note="no CUDA device: candidates ran under the Triton "
+        "interpreter, which checks correctness only; times are not meaningful",
+    )

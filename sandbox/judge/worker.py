@@ -1,0 +1,775 @@
+"""The judge: a warm process that holds a task's reference and judges candidates run elsewhere.
+
+Started by pool.py as `python -m kernelwright.sandbox.judge.worker --result-fd N --device D
+--home DIR --private DIR` in its own session, with an allowlisted environment. Requests arrive
+as JSON lines on stdin; replies go out as JSON lines on the result descriptor. No candidate code
+ever runs in this process: each candidate runs in a fresh process forked from a sandboxed zygote
+(remote.py, zygote.py, process.py), and this process sees only the bytes of its outputs.
+
+A judge keeps torch imported and, per task, the reference models, their outputs' layout, the
+torch.compile baseline and the roofline, so the next candidate pays only for its own process,
+CUDA context, compile and calls. HOME holds the candidates' directories (the only place the
+sandbox can write); PRIVATE holds torch.compile's caches for the reference and the candidates'
+device allocator (arena.c, built here, bound read-only into the sandbox).
+
+Over 700 lines (730) since the zygote's hardening and the allocator's build: the task context
+(`_build_context`, `_shape`, `_variant`, `_prepare_timing`) moves out with issue 26's split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import copy
+import dataclasses
+import faulthandler
+import gc
+import json
+import os
+import platform
+import random
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import EvalConfig
+from ..crossing.isolation import isolate_network, set_limits
+from ..results import Baseline, Environment, EvalResult, OpTime, Timings
+from .evaluation import Evaluation
+from .remote import Sandbox
+from .timed import _interpreter_timings
+from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
+
+# A warm judge is still replaced now and then: torch's caches only grow. Candidates never leave
+# anything behind here: each ran in a process of its own.
+_MAX_EVALUATIONS_PER_WORKER = 256
+# Attempts at a valid "other shape" before recording that only the default shape was checked.
+_MAX_VARIANT_ATTEMPTS = 6
+
+
+@dataclass
+class Shape:
+    """The task at one setting of its size constants: reference models and what they produce."""
+
+    sizes: dict[str, int]
+    ns: dict[str, Any]
+    init_inputs: list[Any]
+    ref: Any  # the reference nn.Module, parameters re-drawn, in the evaluation dtype
+    ref64: Any  # the same values in float64: the yardstick for precision
+    out_meta: list[tuple[tuple[int, ...], Any]]  # (shape, dtype) of each tensor output
+    overrides: dict[str, Any] = field(default_factory=dict)  # what task_namespace was given
+    seed: int = 0  # the seed of get_init_inputs and of the parameters' re-draw
+    out_template: Any = None  # the reference's output with meta tensors: its structure only
+    input_bytes: int = 0
+    output_bytes: int = 0
+    param_bytes: int = 0
+    ref_peak: int | None = None  # peak device memory of one reference call (CUDA only)
+    _ref64_host: Any = None
+
+    @property
+    def footprint(self) -> int:
+        """Bytes of the reference's inputs, outputs and parameters."""
+        return self.input_bytes + self.output_bytes + self.param_bytes
+
+    def ref64_on_host(self):
+        """The float64 reference moved to the host, for a task whose float64 run does not fit
+        on the device: from then on every float64 reference of this shape is computed there."""
+        if self._ref64_host is None:
+            self._ref64_host = self.ref64.to("cpu")
+        return self._ref64_host
+
+
+@dataclass
+class TaskContext:
+    """Everything about a task that does not depend on the candidate; cached per worker."""
+
+    task: Any
+    dtype: Any
+    main: Shape
+    variant: Shape | None
+    variant_note: str
+    degenerate: bool
+    compiled: Any = None
+    compiled_error: str | None = None
+    work: tuple[int, int] | None = None
+    ceilings: Any = None
+    notes: list[str] = field(default_factory=list)
+    setup_s: dict[str, float] = field(default_factory=dict)  # seconds per step of building it
+    # Eager's and torch.compile's rounds by the judge's clock, kept for the next candidates of
+    # the same config (timed.py BASELINE_TTL_S): (config key, when, calls, fill ms, samples).
+    baseline: tuple[str, float, int, float, dict[str, Any]] | None = None
+    # The wall's share of a round (timed.py calibrate_wall), measured in an earlier candidate's
+    # process before its code was imported, kept beside the baseline and for as long:
+    # (config key, when, the reference's ms a call through the wall, its round parts, claims).
+    wall: tuple[str, float, float, tuple[float, ...], list[tuple[float, ...]]] | None = None
+
+
+class Worker:
+    """One sandboxed evaluator process; `serve()` answers requests until stdin closes."""
+
+    def __init__(
+        self,
+        device: str,
+        home: Path,
+        private: Path,
+        out,
+        layers: list[str],
+        gpu_fraction: float,
+        sandbox: Sandbox | None = None,
+        os_sandbox: bool = True,
+    ):
+        import torch
+
+        self.torch = torch
+        self.home = home
+        self.private = private
+        self.out = out
+        self.cuda = device != "cpu"
+        self.device = torch.device("cuda", 0) if self.cuda else torch.device("cpu")
+        if self.cuda:
+            torch.cuda.set_device(0)
+            torch.cuda.set_per_process_memory_fraction(gpu_fraction, 0)
+        from .gpugate import GpuGate, device_key
+
+        # The device's gate, shared with every other judge of this GPU (gpugate.py).
+        self.gate = GpuGate(device_key(torch, 0) if self.cuda else None)
+        self.request: dict[str, Any] | None = None  # the request being answered
+        self.contexts: collections.OrderedDict[tuple, TaskContext] = collections.OrderedDict()
+        self.evaluations = 0
+        self.rng = random.SystemRandom()  # fresh seeds: a candidate cannot predict its inputs
+        self.os_sandbox = os_sandbox
+        self.triton_seed: Path | None = None
+        self.allocator: Path | None = None
+        if self.cuda:
+            self.triton_seed = self._seed_triton_cache()
+            from ..crossing.arena import build_allocator
+
+            self.allocator = build_allocator(self.private / "allocator")
+        self._sandbox = sandbox or self._new_sandbox()
+        self._sandbox.wait_ready()
+        self.sandbox_note = self._sandbox.note
+        # The candidate's layers (the sandbox's, then the audit hook inside its interpreter),
+        # then the judge's own limits.
+        held = tuple(dict.fromkeys([*self._sandbox.layers, "audit-hook", *layers]))
+        self.environment = _environment(torch, self.cuda, held, self.sandbox_note)
+
+    def _new_sandbox(self) -> Sandbox:
+        return Sandbox(
+            _sandbox_device(self.torch, self.cuda),
+            self.home,
+            os_sandbox=self.os_sandbox,
+            triton_seed=self.triton_seed,
+            allocator=self.allocator,
+        )
+
+    def _seed_triton_cache(self) -> Path:
+        """Triton's driver module and one launcher, built here by trusted code: every candidate
+        process starts with a copy of this cache, so it does not compile them again (~1-2 s of
+        C compiler each). A candidate's own cache is never copied to another."""
+        from ..crossing.warmup import warm_up
+
+        seed = self.home / "triton-seed"
+        with _environ("TRITON_CACHE_DIR", str(seed)), self.held("shared"):
+            warm_up(self.device)
+        return seed
+
+    def sandbox(self) -> Sandbox:
+        """The zygote candidates fork from; a new one if a candidate took the last one down."""
+        if not self._sandbox.alive():
+            self._sandbox.close()
+            self._sandbox = self._new_sandbox()
+        return self._sandbox
+
+    # -- protocol ------------------------------------------------------------------------------
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.out.write(json.dumps(message) + "\n")
+        self.out.flush()
+
+    def held(self, mode: str, **callbacks):
+        """The GPU's gate in `mode` for a block (gpugate.py); the pool's watchdog is told while
+        this judge waits for it, so the wait is no one's wall time."""
+        request = self.request
+
+        def on_wait(waiting: bool) -> None:
+            if request is not None:
+                self.send(
+                    {
+                        "type": "gate",
+                        "id": request["id"],
+                        "nonce": request["nonce"],
+                        "waiting": waiting,
+                    }
+                )
+
+        return self.gate.hold(mode, on_wait=on_wait, **callbacks)
+
+    def serve(self, stdin) -> None:
+        self.send({"type": "ready", "pid": os.getpid(), "environment": _asdict(self.environment)})
+        for line in stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            self.request = request
+            reply, recycle = self.handle(request)
+            self.request = None
+            reply.update(type="result", id=request["id"], nonce=request["nonce"], recycle=recycle)
+            self.send(reply)
+            if recycle:
+                break
+
+    def handle(self, request: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        self.evaluations += 1
+        config = EvalConfig.from_dict(request["config"])
+        self.set_precision(config.precision)
+        try:
+            if request["kind"] == "baseline":
+                return {"baseline": self.baseline(request, config).to_dict()}, False
+            result, recycle = self.evaluate(request, config)
+        except BaseException as e:  # the pool must always get a reply
+            text = "".join(traceback.format_exception(e))
+            last = traceback.format_exception_only(e)[-1].strip()
+            # The first line is what every summary shows: it names the error, the trace follows.
+            message = (
+                f"internal evaluator error (a bug in kernelwright, not the candidate): {last}\n"
+            )
+            if request["kind"] == "baseline":
+                failed = Baseline(
+                    status="crashed", message=message + text, environment=self.environment
+                )
+                return {"baseline": failed.to_dict()}, True
+            result = EvalResult(
+                status="crashed",
+                rule="evaluator",
+                message=message + text,
+                environment=self.environment,
+            )
+            recycle = True
+        recycle = recycle or self.evaluations >= _MAX_EVALUATIONS_PER_WORKER
+        return {"result": result.to_dict()}, recycle
+
+    def set_precision(self, policy: str) -> None:
+        """TF32 off under "strict" (PyTorch leaves cudnn.allow_tf32 on by default, so eager
+        "fp32" convs would run on TF32 and make both the baseline and the float64 yardstick
+        unfair); on under "tf32-ok", where the candidate may use it too."""
+        torch = self.torch
+        tf32 = policy == "tf32-ok"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+
+    def phase(self, request: dict[str, Any], name: str) -> None:
+        self.send({"type": "phase", "id": request["id"], "nonce": request["nonce"], "phase": name})
+
+    # -- the task ------------------------------------------------------------------------------
+
+    def context(self, request: dict[str, Any], config: EvalConfig) -> TaskContext:
+        from ..task import Task
+
+        t = request["task"]
+        overrides = {**t.get("overrides", {}), **config.shapes}
+        key = (
+            t["source"],
+            json.dumps(overrides, sort_keys=True),  # tuple sizes arrive as lists: unhashable
+            config.dtype,
+            config.check_variant,
+            config.precision,
+            config.compile_baseline and self.cuda and config.timing,
+        )
+        if key in self.contexts:
+            self.contexts.move_to_end(key)
+            return self.contexts[key]
+        self.phase(request, "setup")
+        self.contexts.clear()  # one task at a time: a task's tensors can fill the device
+        gc.collect()
+        if self.cuda:
+            self.torch.cuda.empty_cache()
+        task = Task(
+            path=t["path"],
+            name=t["name"],
+            source=t["source"],
+            constants=dict(t["constants"]),
+            overrides=overrides,
+        )
+        ctx = self._build_context(task, config)
+        self.contexts[key] = ctx
+        return ctx
+
+    def _build_context(self, task, config: EvalConfig) -> TaskContext:
+        from ..task import DTYPES
+
+        dtype = DTYPES[config.dtype]
+        seed = self.rng.randrange(2**31)
+        setup: dict[str, float] = {}
+        clock = _Stopwatch(setup)
+        try:
+            with clock("reference"):
+                main, out_a = self._shape(task, task.overrides, dtype, seed)
+        except Exception as e:
+            raise Verdict(
+                "runtime_error",
+                f"the task's reference fails at its own shape "
+                f"{_sizes_text(task.sizes)}: {_one_line(e)}",
+                rule="task",
+            ) from e
+        with clock("input_checks"):
+            fixed = self._inputs_ignore_seed(main)
+            degenerate = not fixed and self._is_degenerate(main, out_a)
+        variant, note = (None, "variant check disabled")
+        if config.check_variant:
+            with clock("other_shape"):
+                variant, note = self._variant(task, dtype, seed)
+        ctx = TaskContext(
+            task=task,
+            dtype=dtype,
+            main=main,
+            variant=variant,
+            variant_note=note,
+            degenerate=degenerate,
+            setup_s=setup,
+        )
+        if fixed:
+            ctx.notes.append(
+                "the task's get_inputs gives the same values for every seed (does it seed "
+                "torch itself?): every trial and timed round sees the same inputs, so a "
+                "candidate that memoises its outputs cannot be told from an honest one; "
+                "remove the seeding from the task"
+            )
+        if degenerate:
+            ctx.notes.append(
+                "degenerate task: the reference output does not depend on the "
+                "inputs (two input draws gave identical outputs)"
+            )
+        if self.cuda:
+            self._prepare_timing(ctx, config, seed)
+        return ctx
+
+    def _shape(self, task, overrides, dtype, seed) -> tuple[Shape, Any]:
+        from ..task import build_inputs, build_reference, task_namespace
+        from .compare import flatten_outputs
+
+        torch = self.torch
+        ns = task_namespace(task, overrides)
+        torch.manual_seed(seed)
+        init_inputs = list(ns["get_init_inputs"]())
+        ref = build_reference(ns, dtype, self.device, seed)
+        ref64 = copy.deepcopy(ref).to(torch.float64)
+        inputs = build_inputs(ns, dtype, self.device, seed + 1)
+        if self.cuda:
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+        with torch.no_grad():
+            out = ref(*inputs)
+        leaves = [v for _, v in flatten_outputs(out) if isinstance(v, torch.Tensor)]
+        meta = [(tuple(v.shape), v.dtype) for v in leaves]
+        params = [*ref.parameters(), *ref.buffers()]
+        shape = Shape(
+            {**task.constants, **overrides},
+            ns,
+            init_inputs,
+            ref,
+            ref64,
+            meta,
+            overrides=dict(overrides),
+            seed=seed,
+            out_template=_template(out, torch),
+            input_bytes=_bytes([x for x in inputs if isinstance(x, torch.Tensor)]),
+            output_bytes=_bytes(leaves),
+            param_bytes=_bytes(params),
+        )
+        if self.cuda:
+            torch.cuda.synchronize()
+            # What one call needs: its inputs and the parameters, plus what forward allocates.
+            extra = torch.cuda.max_memory_allocated() - before
+            shape.ref_peak = extra + shape.input_bytes + shape.param_bytes
+        return shape, out
+
+    def _inputs_ignore_seed(self, shape: Shape) -> bool:
+        """True when two draws with different seeds give bitwise the same floating inputs."""
+        from ..task import build_inputs
+        from .compare import same_bits
+
+        dtype = _dtype_of(shape.ref, self.torch)
+        a, b = (build_inputs(shape.ns, dtype, self.device, self.rng.randrange(2**31)) for _ in "ab")
+        pairs = [
+            (x, y)
+            for x, y in zip(a, b)
+            if isinstance(x, self.torch.Tensor) and x.is_floating_point() and x.numel() > 1
+        ]
+        return bool(pairs) and all(same_bits(x, y) for x, y in pairs)
+
+    def _is_degenerate(self, shape: Shape, out_a) -> bool:
+        from ..task import build_inputs
+        from .compare import flatten_outputs, same_bits
+
+        inputs = build_inputs(
+            shape.ns, _dtype_of(shape.ref, self.torch), self.device, self.rng.randrange(2**31)
+        )
+        if not any(isinstance(x, self.torch.Tensor) for x in inputs):
+            return False
+        with self.torch.no_grad():
+            out_b = shape.ref(*inputs)
+        a, b = flatten_outputs(out_a), flatten_outputs(out_b)
+        return all(
+            isinstance(x, self.torch.Tensor)
+            and isinstance(y, self.torch.Tensor)
+            and x.shape == y.shape
+            and same_bits(x, y)
+            for (_, x), (_, y) in zip(a, b)
+        )
+
+    def _variant(self, task, dtype, seed) -> tuple[Shape | None, str]:
+        from ..task import variant_note, variant_overrides
+
+        tried = []
+        for overrides in variant_overrides(task)[:_MAX_VARIANT_ATTEMPTS]:
+            merged = {**task.overrides, **overrides}
+            try:
+                shape, _ = self._shape(task, merged, dtype, seed + 7)
+            except Exception as e:  # a variant the task's own constraints forbid
+                tried.append(f"{_sizes_text(overrides)}: {_one_line(e)}")
+                continue
+            return shape, variant_note(task, overrides, tried)
+        if not task.constants:
+            return None, "only the default shape was checked: the task has no size constants"
+        return None, (
+            "only the default shape was checked: the reference itself fails at every "
+            "variant tried (" + "; ".join(tried[:3]) + ")"
+        )
+
+    def _prepare_timing(self, ctx: TaskContext, config: EvalConfig, seed: int) -> None:
+        from ..task import build_inputs
+        from .roofline import count_work, measure_ceilings
+
+        torch = self.torch
+        clock = _Stopwatch(ctx.setup_s)
+        inputs = build_inputs(ctx.main.ns, ctx.dtype, self.device, seed + 3)
+        with clock("work_count"), torch.no_grad():
+            out = ctx.main.ref(*inputs)
+            ctx.work = count_work(ctx.main.ref, inputs, out)
+        with clock("device_ceilings"), self.held("exclusive"):  # measured, when not cached
+            ctx.ceilings = measure_ceilings(self.device)
+        if config.compile_baseline and config.timing:
+            try:
+                import torch._inductor.config as inductor_config
+
+                inductor_config.compile_threads = 1  # no compile subprocess pool in the sandbox
+                compiled = torch.compile(ctx.main.ref)
+                # The reference's Triton kernels are built (on this first call) into the
+                # evaluator's cache, not the candidates' (home/triton, which they can write).
+                triton_cache = _environ("TRITON_CACHE_DIR", str(self.private / "triton"))
+                with clock("torch_compile"), triton_cache, torch.no_grad():
+                    compiled(*inputs)
+                    torch.cuda.synchronize()
+                ctx.compiled = compiled
+            except Exception as e:  # a task torch.compile cannot handle
+                ctx.compiled_error = f"torch.compile failed on the reference: {_one_line(e)}"
+
+    # -- one candidate -------------------------------------------------------------------------
+
+    def evaluate(self, request: dict[str, Any], config: EvalConfig) -> tuple[EvalResult, bool]:
+        started = time.monotonic()
+        task_info = request["task"]
+        base = dict(
+            task=task_info["name"],
+            task_hash=request.get("task_hash", ""),
+            source_hash=request.get("source_hash", ""),
+            dtype=config.dtype,
+            shape_overrides={**task_info.get("overrides", {}), **config.shapes},
+            environment=self.environment,
+        )
+        # The GPU's gate, shared while the judge checks (Evaluation takes it exclusive for the
+        # timed sections and stops the candidate's process whenever it lets go of it), until
+        # the candidate's process and memory are gone.
+        with self.held("shared"):
+            result = self._evaluate(request, config, base)
+        wall = time.monotonic() - started
+        # The judge ran no candidate code: whatever the candidate did, this process is sound.
+        return dataclasses.replace(result, wall_s=round(wall, 3)), False
+
+    def _evaluate(self, request: dict[str, Any], config: EvalConfig, base) -> EvalResult:
+        evaluation = None
+        try:
+            ctx = self.context(request, config)
+            self.phase(request, "candidate")
+            evaluation = Evaluation(self, ctx, config, request, self.evaluations)
+            result = evaluation.run(base)
+        except Verdict as v:
+            result = EvalResult(
+                status=v.status,  # type: ignore[arg-type]  # a Verdict's status is a Status
+                rule=v.rule,
+                message=v.message,
+                correctness=evaluation.correctness() if evaluation else None,
+                kernels=evaluation.kernels_so_far() if evaluation else (),
+                memory=evaluation.memory() if evaluation else None,
+                notes=(self.sandbox_note,) if self.sandbox_note else (),
+                **base,
+            )
+        finally:
+            if evaluation is not None:
+                evaluation.cleanup()
+        return result
+
+    def baseline(self, request: dict[str, Any], config: EvalConfig) -> Baseline:
+        from .roofline import roofline
+
+        started = time.monotonic()
+        t = request["task"]
+        base = dict(
+            task=t["name"],
+            task_hash=request.get("task_hash", ""),
+            dtype=config.dtype,
+            shape_overrides={**t.get("overrides", {}), **config.shapes},
+            environment=self.environment,
+        )
+        try:
+            # The same context as the candidates' evaluations: profile and first round share
+            # one setup (reference, other shape, torch.compile).
+            with self.held("shared"):
+                ctx = self.context(request, config)
+        except Verdict as v:
+            return Baseline(status="error", message=v.message, **base)
+        setup = dict(ctx.setup_s)
+        clock = _Stopwatch(setup)
+        with clock("op_breakdown"), self.held("exclusive"):  # the profiler's times
+            ops, ops_note = self.op_breakdown(ctx)
+        if not self.cuda:
+            return Baseline(
+                status="ok",
+                timings=_interpreter_timings(),
+                ops=ops,
+                ops_note=ops_note,
+                **base,
+                wall_s=time.monotonic() - started,
+                setup_s=_rounded(setup),
+            )
+        self.phase(request, "timing")
+        with clock("timing"), self.held("exclusive"):
+            timings = self._baseline_timings(ctx, config, request)
+        bytes_, flops = ctx.work  # type: ignore[misc]  # context() counted it
+        rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
+        rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)  # type: ignore[union-attr]
+        return Baseline(
+            status="ok",
+            timings=timings,
+            roofline=rf,
+            ops=ops,
+            ops_note=ops_note,
+            **base,
+            wall_s=time.monotonic() - started,
+            setup_s=_rounded(setup),
+        )
+
+    def _baseline_timings(self, ctx: TaskContext, config: EvalConfig, request) -> Timings:
+        """Eager and torch.compile by the judge's clock, as every candidate's evaluation times
+        them (timed.py), with no candidate at all."""
+        e = Evaluation(self, ctx, config, request, self.evaluations)
+        try:
+            calls = e.plan_round()
+            e.open_region("main", ctx.main, calls)
+            e.calibrate(calls)
+            samples = e.baseline_rounds(calls)
+        finally:
+            e.cleanup()
+        return Timings(
+            meaningful=True,
+            note=f"the judge's clock: median of {e.timed_reps()} rounds of {calls} call(s), "
+            "fresh inputs written inside the clock",
+            eager=samples.get("eager"),
+            compiled=samples.get("compiled"),
+            compiled_error=ctx.compiled_error,
+        )
+
+    def op_breakdown(self, ctx: TaskContext, calls: int = 3) -> tuple[tuple[OpTime, ...], str]:
+        """Self time per aten op of the reference forward, from torch.profiler, top 12."""
+        from torch.profiler import ProfilerActivity, profile
+
+        from ..task import build_inputs
+
+        torch = self.torch
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        inputs = build_inputs(ctx.main.ns, ctx.dtype, self.device, self.rng.randrange(2**31))
+        try:
+            with torch.no_grad():
+                ctx.main.ref(*inputs)  # warm: first calls pay for lazy initialisation
+                with profile(activities=activities) as prof:
+                    for _ in range(calls):
+                        ctx.main.ref(*inputs)
+                    if self.cuda:
+                        torch.cuda.synchronize()
+            rows = []
+            for e in prof.key_averages():
+                if not e.key.startswith("aten::"):
+                    continue
+                if self.cuda:
+                    us: Any = getattr(e, "self_device_time_total", None)
+                    us = getattr(e, "self_cuda_time_total", 0) if us is None else us
+                else:
+                    us = e.self_cpu_time_total
+                if us > 0:
+                    rows.append((e.key, e.count, us))
+        except Exception as e:  # a profiler that does not work here must not fail the baseline
+            return (), f"no op breakdown: torch.profiler failed ({_one_line(e)})"
+        total = sum(us for _, _, us in rows) or 1.0
+        rows.sort(key=lambda r: -r[2])
+        ops = tuple(
+            OpTime(name, max(1, count // calls), us / calls / 1000, us / total)
+            for name, count, us in rows[:12]
+        )
+        where = "device" if self.cuda else "CPU (op mix only: the GPU will differ)"
+        return ops, f"torch.profiler self {where} time over {calls} forward calls"
+
+    # -- helpers -------------------------------------------------------------------------------
+
+
+# -- small pure helpers ----------------------------------------------------------------------------
+
+
+def _template(out: Any, torch) -> Any:
+    """The output's structure with every tensor replaced by a meta tensor of its shape and
+    dtype (structure checks need no values, and a task's outputs can fill the device)."""
+    if isinstance(out, torch.Tensor):
+        return torch.empty(out.shape, dtype=out.dtype, device="meta")
+    if isinstance(out, (tuple, list)):
+        return type(out)(_template(v, torch) for v in out)
+    if isinstance(out, dict):
+        return {k: _template(v, torch) for k, v in out.items()}
+    return out
+
+
+def _bytes(tensors: list[Any]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _sandbox_device(torch, cuda: bool) -> str:
+    """ "cpu", or "cuda:M" with M the minor number of this judge's GPU's device node
+    (/dev/nvidiaM): the sandbox binds that node and no other GPU's."""
+    if not cuda:
+        return "cpu"
+    props = torch.cuda.get_device_properties(0)
+    bus = getattr(props, "pci_bus_id", None)
+    domain = getattr(props, "pci_domain_id", 0)
+    device = getattr(props, "pci_device_id", 0)
+    if bus is not None:
+        info = f"/proc/driver/nvidia/gpus/{domain:04x}:{bus:02x}:{device:02x}.0/information"
+        try:
+            with open(info) as f:
+                for line in f:
+                    if line.startswith("Device Minor:"):
+                        return f"cuda:{int(line.split(':')[1])}"
+        except (OSError, ValueError):
+            pass
+    return "cuda:all"
+
+
+def _dtype_of(model, torch):
+    for p in list(model.parameters()) + list(model.buffers()):
+        if p.is_floating_point():
+            return p.dtype
+    return torch.get_default_dtype()
+
+
+def _drop_from_import_path(home: Path) -> None:
+    """`python -m` puts the working directory, the candidate's home, first on sys.path: a module
+    the candidate wrote there would shadow any module the evaluator imports later (torch.compile
+    of the next task, the profiler) and run as the evaluator's code. The candidate's own module
+    is loaded by path and needs no entry."""
+    real = os.path.realpath(home)
+    sys.path[:] = [p for p in sys.path if p not in ("", ".") and os.path.realpath(p) != real]
+
+
+def _rounded(times: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in times.items()}
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str):
+    """os.environ[name] = value for the block (Triton and inductor read their cache dir there)."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _environment(torch, cuda: bool, layers: tuple[str, ...], note: str = "") -> Environment:
+    import triton
+
+    gpu = driver = cuda_version = ""
+    if cuda:
+        gpu = torch.cuda.get_device_name(0)
+        cuda_version = torch.version.cuda or ""
+        from .roofline import driver_version
+
+        driver = driver_version()
+    return Environment(
+        device="cuda" if cuda else "cpu",
+        gpu=gpu,
+        driver=driver,
+        cuda=cuda_version,
+        torch=torch.__version__,
+        triton=triton.__version__,
+        python=platform.python_version(),
+        interpreter=not cuda,
+        isolation=layers,
+        sandbox_note=note,
+    )
+
+
+def _asdict(env: Environment) -> dict[str, Any]:
+    return json.loads(json.dumps(dataclasses.asdict(env)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--private", required=True)
+    parser.add_argument("--gpu-memory-fraction", type=float, default=0.9)
+    parser.add_argument("--max-file-mb", type=int, default=512)
+    parser.add_argument("--no-os-sandbox", action="store_true")
+    args = parser.parse_args(argv)
+    faulthandler.enable()  # a segfault leaves the Python stack in the log for the critic
+    layers = set_limits(max_file_mb=args.max_file_mb)
+    if isolate_network():
+        layers.append("netns")
+    os.set_inheritable(args.result_fd, False)  # Triton's compiler subprocesses must not get it
+    out = os.fdopen(args.result_fd, "w", buffering=1)
+    home = Path(args.home)
+    _drop_from_import_path(home)
+    os.chdir(home)
+    # On CPU the zygote starts now and imports torch while this process does; on a GPU it needs
+    # the device's node, known once torch has initialised CUDA here.
+    sandbox = (
+        Sandbox("cpu", home, os_sandbox=not args.no_os_sandbox) if args.device == "cpu" else None
+    )
+    worker = Worker(
+        args.device,
+        home,
+        Path(args.private),
+        out,
+        layers,
+        args.gpu_memory_fraction,
+        sandbox=sandbox,
+        os_sandbox=not args.no_os_sandbox,
+    )
+    worker.serve(sys.stdin)
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
