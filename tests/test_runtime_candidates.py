@@ -246,7 +246,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch
 import triton
 import triton.language as tl
-from kernelwright.sandbox import launches, tritoncompat
+from kernelwright.sandbox.candidate import launches, tritoncompat
 
 tritoncompat.fix_interpreter()
 launches.install()
