@@ -33,6 +33,8 @@ for step in "$@"; do
         zoogpu) timeout "$limit" python3 -m pytest -q --tb=short -p no:cacheprovider -m gpu tests/test_zoo.py ;;
         zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
             tests/test_remote.py ;;
+        gpuf) timeout "$limit" python3 -m pytest -v --tb=short --durations=20 -p no:cacheprovider \
+            -m gpu ${GPU_FILES:-tests} ;;
         gpu) timeout "$limit" python3 -m pytest -v --tb=line -p no:cacheprovider -m gpu ;;
         harness) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
             --results "$out/RESULTS-harness.md" ;;
