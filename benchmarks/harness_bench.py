@@ -152,11 +152,16 @@ def throughput(args, config, numbers: dict, say) -> int:
         for i, f in enumerate(futures):
             results.append(f.result())
             r = results[-1]
+            t = r.timings.candidate if r.timings else None
             print(
-                f"  candidate {i}: {r.status} at {time.perf_counter() - start:.1f} s, phases "
+                f"  candidate {i}: {r.status} at {time.perf_counter() - start:.1f} s"
+                + (f", {t.median_ms:.4f} ms a call" if t else "")
+                + ", phases "
                 + ", ".join(f"{k} {v:.2f}" for k, v in (r.phases_s or {}).items()),
                 flush=True,
             )
+            if not r.ok or i < 2:  # what the judge took out, for the record
+                print(f"    {r.summary()}\n    timing: {r.timings.note if r.timings else ''}")
         elapsed = time.perf_counter() - start
     bad = [r.summary() for r in results if not r.ok]
     say("small_candidates", args.small)

@@ -179,3 +179,147 @@ def test_the_candidates_rounds_stop_once_their_median_is_settled():
     assert not any(settled(noisy[:k], reps=50) for k in range(len(noisy)))
     assert settled([1.0 + 0.05 * (k % 4) for k in range(50)], reps=50)
     assert settled([1.0] * 10, reps=10) and not settled([1.0] * 9, reps=10)
+
+
+# -- the wall's share of a small call (issue 30: honest 10 us kernels judged 0 ms) -----------------
+
+
+def test_a_small_calls_round_spans_the_round_time():
+    """A 10 us kernel's round holds enough calls to span ROUND_MS: with 64 calls (the old cap)
+    the wall's share of a call was as large as the call and its noise decided the time."""
+    from kernelwright.sandbox.judge.timed import MAX_CALLS, ROUND_MS, plan_calls
+
+    calls = plan_calls(0.010, 8 << 20, MAX_CALLS)
+    assert calls * 0.010 >= ROUND_MS * 0.99, calls
+    assert plan_calls(0.010, 1 << 30, MAX_CALLS) == 2  # ROUND_BYTES still caps the sets
+    assert plan_calls(50.0, 8 << 20, MAX_CALLS) == 1
+
+
+def _wall_evaluation(eager_ms: float, per_call_ms: float, round_ms: float, n: int):
+    """An Evaluation whose reference rounds through the wall take n * per_call_ms in the
+    candidate's process (its own account) plus round_ms of the wall's."""
+    e = Evaluation.__new__(Evaluation)
+    e.config = EvalConfig(warmup=1, reps=20)
+    e.ctx = types.SimpleNamespace(
+        main=types.SimpleNamespace(output_bytes=4096), baseline=None, wall=None
+    )
+    e.eager_ms, e.arena, e.wall_error = eager_ms, None, ""
+    e.inside_claims = {True: [], False: []}
+    e.build = lambda *a, **k: None
+    e.draw_sets = lambda n: ([0] * n, [[] for _ in range(n)])
+    e.req = lambda *a, **k: types.SimpleNamespace(close=lambda: None)
+    jitter = iter([1.0, 1.02, 0.99, 1.01] * 10)
+
+    def wall_round(n, sets, reference=False):
+        inside = n * per_call_ms * next(jitter)
+        e.inside_claims[reference].append((inside * 0.9, inside * 0.1))
+        return inside + round_ms, (0.0, inside, round_ms), []
+
+    e.wall_round = wall_round
+    return e
+
+
+def test_the_wall_share_never_credits_the_references_own_cost_in_the_sandbox():
+    """The reference's calls cost 15 us a call in the sandboxed process, 10 us in the judge's:
+    the 5 us are per launch, not the wall's; only the round's own 0.4 ms (6.25 us a call of 64)
+    is taken out, so a candidate with fewer launches than the reference is not credited."""
+    e = _wall_evaluation(eager_ms=0.010, per_call_ms=0.015, round_ms=0.4, n=64)
+    e.calibrate_wall(64)
+    assert e.wall_around_ms == pytest.approx(0.4 / 64, rel=1e-6)
+    assert e.wall_overhead_ms == pytest.approx(0.4 / 64, rel=1e-6)  # not 0.015 + 0.00625 - 0.010
+    # The sandbox as fast as the judge's process: the difference from eager is the smaller.
+    e = _wall_evaluation(eager_ms=0.016, per_call_ms=0.015, round_ms=0.4, n=64)
+    e.calibrate_wall(64)
+    assert e.wall_overhead_ms < 0.4 / 64
+
+
+def test_a_kept_share_is_the_same_smaller_share():
+    from kernelwright.sandbox.judge.timed import wall_share
+
+    assert wall_share(0.021, 0.010, 0.00625) == pytest.approx(0.00625)
+    assert wall_share(0.021, 0.010, None) == pytest.approx(0.011)  # no account: as before
+    assert wall_share(0.009, 0.010, 0.00625) == 0.0
+
+
+def _timed_result_evaluation(share_ms: float, raw_ms: float, cand_ms: float):
+    from kernelwright.sandbox.judge.roofline import Ceilings
+    from kernelwright.sandbox.judge.timing import summarize
+
+    e = Evaluation.__new__(Evaluation)
+    e.config = EvalConfig()
+    # 8 MB moved at 4000 GB/s: a 0.002 ms bound.
+    e.ctx = types.SimpleNamespace(
+        work=(8_000_000, 0),
+        ceilings=Ceilings(device="test", bandwidth_gbps=4000.0, peak_tflops={"fp32": 100.0}),
+        wall=("kept",),
+    )
+    e.wall_overhead_ms, e.raw_candidate = share_ms, summarize([raw_ms] * 5)
+    e.share_dropped, e.calls, e.stats = False, 256, ()
+    e.correctness = lambda: None
+    e.memory = lambda: None
+    e.timing_note = lambda calls: f"note dropped={e.share_dropped}"
+    timings = _timings(cand_ms)
+    return e, timings
+
+
+def _timings(cand_ms: float):
+    from kernelwright.sandbox.judge.timing import summarize
+    from kernelwright.sandbox.results import Timings
+
+    return Timings(
+        meaningful=True,
+        candidate=summarize([cand_ms] * 5),
+        eager=summarize([0.010] * 5),
+        judge_ms_per_call=cand_ms,
+    )
+
+
+def test_a_time_impossible_only_once_the_share_is_out_is_the_evaluators_fault():
+    """The share over-estimated (an honest 4 us kernel judged 0.0000 ms): not a rejection of
+    the candidate; its rounds' own time is reported (slower than the truth), with a note, and
+    the kept share is dropped so the next candidate measures it afresh."""
+    e, timings = _timed_result_evaluation(share_ms=0.004, raw_ms=0.0041, cand_ms=0.0001)
+    result = e.timed_result({"task": "t"}, timings, [])
+    assert result.status == "ok", result.summary()
+    assert result.timings.candidate.median_ms == pytest.approx(0.0041)
+    assert result.speedup_eager == pytest.approx(0.010 / 0.0041)
+    assert any("over-estimated" in n for n in result.notes), result.notes
+    assert e.ctx.wall is None and result.timings.note == "note dropped=True"
+
+
+def test_a_time_impossible_with_nothing_taken_out_is_still_refused():
+    from kernelwright.sandbox.judge.verdict import Verdict
+
+    e, timings = _timed_result_evaluation(share_ms=0.004, raw_ms=0.0005, cand_ms=0.0001)
+    with pytest.raises(Verdict) as caught:
+        e.timed_result({"task": "t"}, timings, [])
+    assert caught.value.rule == "roofline"
+    e, timings = _timed_result_evaluation(share_ms=0.0, raw_ms=0.0001, cand_ms=0.0001)
+    with pytest.raises(Verdict):
+        e.timed_result({"task": "t"}, timings, [])
+
+
+def test_a_large_round_is_checked_in_stacked_chunks(monkeypatch):
+    """A round whose outputs together exceed BATCH_CHECK_BYTES is checked in stacked chunks
+    (256 calls one by one cost seconds a round), and a wrong call in any chunk is found."""
+    from kernelwright.sandbox.judge import timed
+
+    torch.manual_seed(0)
+    e = _evaluation()
+    out_bytes = 64 * 4
+    e.ctx.main.output_bytes = out_bytes
+    monkeypatch.setattr(timed, "BATCH_CHECK_BYTES", 4 * out_bytes)  # chunks of 4 calls
+    sets = [[torch.randn(64, 512)] for _ in range(10)]
+    with torch.no_grad():
+        outs = [e.ctx.main.ref(*s) for s in sets]
+    stacked = []
+    real = e.round_within
+    e.round_within = lambda o, r: stacked.append(len(o)) or real(o, r)
+    failures: list = []
+    e.check_round(2, outs, sets, failures)
+    assert failures == [] and stacked == [4, 4, 2]
+    outs[6] = outs[5].clone()  # call 6 answers call 5's inputs
+    stacked.clear()
+    e.check_round(2, outs, sets, failures)
+    assert stacked == [4, 4] and len(failures) == 1
+    assert "timed call 26" in failures[0][1], failures  # round 2 of 10 calls, call 6

@@ -92,7 +92,10 @@ class Evaluation(TimedChecks):
         self.rounds_timed = 0  # the candidate's timed rounds (fewer than reps once settled)
         self.eager_ms: float | None = None  # eager per call, in the judge's own process
         self.wall_ms: float | None = None  # the reference per call through the wall
-        self.wall_overhead_ms: float | None = None  # the difference: taken out of each call
+        self.wall_overhead_ms: float | None = None  # the share taken out of each call
+        self.wall_around_ms: float | None = None  # the round less the reference's calls, a call
+        self.raw_candidate: Any = None  # the candidate's rounds with nothing taken out
+        self.share_dropped = False  # the share made the time impossible: reported without it
         self.wall_error = ""  # why the wall's cost could not be measured
         self.round_parts: tuple[float, ...] = ()  # medians: inputs, candidate's part, copy
         self.wall_parts: tuple[float, ...] = ()  # the same of the reference's rounds
@@ -243,6 +246,13 @@ class Evaluation(TimedChecks):
                 + " before its code was imported, "
                 f"{self.wall_ms:.4f} ms a call, against eager's {self.eager_ms:.4f} ms in the "
                 "judge's"
+                + (
+                    f", the round less that process's own account of its calls "
+                    f"{self.wall_around_ms:.4f} ms a call (the smaller is taken out)"
+                    if self.wall_around_ms is not None
+                    else ""
+                )
+                + (" (not taken out after all: see the notes)" if self.share_dropped else "")
             )
         else:
             cal += (
@@ -339,8 +349,8 @@ class Evaluation(TimedChecks):
     def arena_bytes(self) -> int:
         """The arena is the candidate's device memory limit, within what the device has free
         once the judge keeps room for its own work (judge_bytes); never less than one
-        reference call needs beside the one output the reuse check holds at the least (two
-        calls' outputs at once: `reuse_calls`), the room the wall's calibration and an honest
+        reference call needs beside a timed round's outputs (at least the one output the reuse
+        check holds besides: `reuse_calls`), the room the wall's calibration and an honest
         candidate take. Without the held output, InstanceNorm at KernelBench's size (7.5 GB
         outputs, a call's peak 15 GB) got a 15 GiB arena on the H200 and every honest candidate
         ended `crashed [evaluator]` in the reuse check."""
@@ -349,9 +359,9 @@ class Evaluation(TimedChecks):
         torch.cuda.empty_cache()  # blocks the judge's setup freed count as free
         free, _ = torch.cuda.mem_get_info()
         shape = self.ctx.main
-        floor = min(
-            limit, (shape.ref_peak or shape.footprint) + self.call_output_bytes() + (1 << 30)
-        )
+        # A timed round holds its calls' outputs at once (up to MAX_CALLS small ones).
+        held = max(1, self.calls) * self.call_output_bytes()
+        floor = min(limit, (shape.ref_peak or shape.footprint) + held + (1 << 30))
         return max(256 << 20, min(limit, max(floor, free - self.judge_bytes())))
 
     def judge_bytes(self) -> int:

@@ -104,8 +104,11 @@ class TaskContext:
     baseline: tuple[str, float, int, float, dict[str, Any]] | None = None
     # The wall's share of a round (timed.py calibrate_wall), measured in an earlier candidate's
     # process before its code was imported, kept beside the baseline and for as long:
-    # (config key, when, the reference's ms a call through the wall, its round parts, claims).
-    wall: tuple[str, float, float, tuple[float, ...], list[tuple[float, ...]]] | None = None
+    # (config key, when, the reference's ms a call through the wall, its round parts, claims,
+    # the round less its process's own calls per call, or None where it gave no account).
+    wall: (
+        tuple[str, float, float, tuple[float, ...], list[tuple[float, ...]], float | None] | None
+    ) = None
 
 
 class Worker:
