@@ -537,8 +537,10 @@ def run_task(rundir: RunDir, given: Task | None = None) -> Task:
     config = RunConfig.from_dict(run["config"])
     task_path = run["task"]
     if Path(task_path).is_file():
-        same_file = given is not None and Path(given.path) == Path(task_path).resolve()
-        task = at_sizes(given, config.shapes) if same_file else load_task(task_path, config.shapes)
+        if given is not None and Path(given.path) == Path(task_path).resolve():
+            task = at_sizes(given, config.shapes)
+        else:
+            task = load_task(task_path, config.shapes)
         if task.hash == run["task_hash"]:
             return task
     task = load_task(str(rundir.task_py), config.shapes)
