@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..run.config import OFFLINE, ROLES, Role, RunConfig, eval_config_for
-from ..run.records import open_run_store, task_hash_for
+from ..run.records import record_start, task_hash_for
 from ..sandbox.judge.pool import source_hash
 from ..sandbox.results import EvalResult
 from ..store import config_key
@@ -54,6 +54,7 @@ class RunContext:
         default_factory=lambda: threading.BoundedSemaphore(4)
     )
     store: Store | None = None  # results store: run rows, candidates, the verdict cache
+    store_error: str | None = None  # finalize's sync into the store failed (finalize.py)
     # What each endpoint and model taught this run (parameters, window) and their circuit
     # breakers: shared by the clients of every node, which are built per call.
     endpoints: Endpoints = field(default_factory=Endpoints)
@@ -80,14 +81,23 @@ class RunContext:
 
 
 def run_context(
-    config: RunConfig, task: Task, rundir: RunDir, pool: Evaluator, *, interpreter: bool
+    config: RunConfig,
+    task: Task,
+    rundir: RunDir,
+    pool: Evaluator,
+    store: Store | None,
+    *,
+    interpreter: bool,
 ) -> RunContext:
-    """The nodes' runtime context for one (possibly resumed) run."""
+    """The nodes' runtime context for one (possibly resumed) run; `store`, the invocation's
+    results store (None: the run records into none), gets the run's row now."""
     llm = llm_configs(config)
     online = [cfg for cfg in llm.values() if not cfg.offline]
     cache_path = online[0].cache_path if online else None
     models: dict[str, str] = {r: OFFLINE if cfg.offline else cfg.model for r, cfg in llm.items()}
     cache = ResponseCache(cache_path) if cache_path else None
+    if store is not None:
+        record_start(store, rundir.read_run(), models)
     return RunContext(
         config=config,
         task=task,
@@ -98,7 +108,7 @@ def run_context(
         interpreter=interpreter,
         cache=cache,
         limiter=threading.BoundedSemaphore(max([c.max_concurrency for c in online], default=1)),
-        store=open_run_store(config, rundir, models),
+        store=store,
         endpoints=Endpoints(cache, read_stored=not config.no_cache),
     )
 

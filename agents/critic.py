@@ -13,7 +13,7 @@ from typing import Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, interrupt
 
-from ..sandbox.results import fault_of
+from ..sandbox.results import EvalResult, fault_of
 from .context import RunContext
 from .llm import LLMError, Section, UsageLedger
 from .prompts import load_prompt, prompt_part
@@ -83,23 +83,24 @@ def _one_digit(x: float) -> str:
     return f"{x:.0e}" if x and (abs(x) < 1e-3 or abs(x) >= 1e4) else f"{float(f'{x:.1g}'):g}"
 
 
-def mismatch_pattern(result: dict[str, Any]) -> str:
+def mismatch_pattern(result: EvalResult | None) -> str:
     """How the output differs: how many elements, how far, where.
 
     Inputs are drawn from fresh random seeds on every evaluation, so exact counts and values
     change from run to run; they are rounded here (count to 10%, error to one digit) so that a
     repeated run builds the same prompts and replays from the response cache.
     """
-    mm = (result.get("correctness") or {}).get("mismatch")
-    if not mm:
-        return f"[{result.get('rule')}] {result.get('status')}"
-    count, total = mm["count"], mm["total"]
-    head = f"{mm['output']}: "
-    err = f"max abs err ~{_one_digit(mm['max_abs_err'])}"
+    mm = result.correctness.mismatch if result and result.correctness else None
+    if mm is None:
+        rule, status = (result.rule, result.status) if result else (None, None)
+        return f"[{rule}] {status}"
+    count, total = mm.count, mm.total
+    head = f"{mm.output}: "
+    err = f"max abs err ~{_one_digit(mm.max_abs_err)}"
     if count == total:
         return head + f"every element differs ({err}): the formula or the indexing is off"
     if count <= max(1, total // 64):
-        where = ", ".join(str(list(idx)) for idx, _, _ in mm["first_bad"][:3])
+        where = ", ".join(str(list(idx)) for idx, _, _ in mm.first_bad[:3])
         return head + (
             f"a few of {total} elements differ ({err}), first at {where}: typically block "
             "tails or boundaries (masks, offsets)"
@@ -111,19 +112,19 @@ def mismatch_pattern(result: dict[str, Any]) -> str:
 def prompt_summary(c: Candidate) -> str:
     """The verdict line prompts show: stable across runs (see mismatch_pattern)."""
     if c.status == "incorrect":
-        return f"incorrect [{c.rule}]: " + mismatch_pattern(c.result or {})
+        return f"incorrect [{c.rule}]: " + mismatch_pattern(c.result)
     return c.summary
 
 
 def performance_note(c: Candidate, profile: dict[str, Any]) -> tuple[str, str]:
     """(problem, fix) for a verified candidate: the roofline gap and register spills."""
-    res = c.result or {}
+    kernels = c.result.kernels if c.result else ()
     if not c.timing_meaningful:
         return (
             "verified (correctness only: no meaningful timings on this machine)",
             "keep it correct; cut memory passes (one read per input, one write per output)",
         )
-    spills = [k for k in res.get("kernels") or [] if (k.get("spills") or 0) > 0]
+    spills = [k for k in kernels if (k.spills or 0) > 0]
     frac, limiter = c.roofline_fraction, profile.get("limiter") or "memory"
     problem = f"{c.speedup_eager or 0:.2f}x vs eager"
     if c.speedup_compiled:
@@ -133,7 +134,7 @@ def performance_note(c: Candidate, profile: dict[str, Any]) -> tuple[str, str]:
     if spills:
         k = spills[0]
         return (
-            problem + f"; kernel {k['name']} spills {k['spills']} registers",
+            problem + f"; kernel {k.name} spills {k.spills} registers",
             "use a smaller BLOCK_SIZE or fewer values per thread so that nothing spills",
         )
     if limiter == "memory":
@@ -145,8 +146,8 @@ def performance_note(c: Candidate, profile: dict[str, Any]) -> tuple[str, str]:
 
 def rule_feedback(c: Candidate, profile: dict[str, Any]) -> Feedback:
     """Actionable feedback on one candidate from its verdict alone."""
-    res, status = c.result or {}, c.status
-    message = res.get("message") or c.problem
+    status = c.status
+    message = (c.result.message if c.result else "") or c.problem
     if status == "ok":
         problem, fix = performance_note(c, profile)
     elif status in ("compile_error", "runtime_error"):
@@ -242,14 +243,14 @@ def stop_decision(
 
 # -- the node -------------------------------------------------------------------------------------
 def candidate_details(c: Candidate) -> str:
-    res = c.result or {}
+    message = (c.result.message if c.result else "") or c.problem
     parts = []
-    if c.status not in ("ok", "duplicate", "incorrect") and (res.get("message") or c.problem):
-        parts.append(res.get("message") or c.problem)
-    for k in res.get("kernels") or []:
+    if c.status not in ("ok", "duplicate", "incorrect") and message:
+        parts.append(message)
+    for k in c.result.kernels if c.result else ():
         parts.append(
-            f"kernel {k['name']}: registers {k.get('registers')}, spills {k.get('spills')}, "
-            f"warps {k.get('num_warps')}, stages {k.get('num_stages')}"
+            f"kernel {k.name}: registers {k.registers}, spills {k.spills}, "
+            f"warps {k.num_warps}, stages {k.num_stages}"
         )
     return "\n".join(parts)
 

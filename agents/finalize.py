@@ -81,14 +81,16 @@ def write_report(rundir: RunDir, record: RunRecord) -> str | None:
 
 
 def store_record(ctx: RunContext, record: RunRecord) -> None:
-    """records.sync_record into the run's store, when it has one. A store that fails is the
-    event's to say: the command syncs the run again from its directory (and reports it)."""
+    """records.sync_record into the run's store, when it has one: the run's one sync. A store
+    that fails is the event's to say (the run's files are written): the graph's driver syncs
+    the run once more from its directory after the graph ends, and that failure is raised."""
     if ctx.store is None:
         return
     try:
         sync_record(ctx.store, record)
     except Exception as e:
-        ctx.rundir.event("store.error", error=f"{type(e).__name__}: {e}")
+        ctx.store_error = f"{type(e).__name__}: {e}"
+        ctx.rundir.event("store.error", error=ctx.store_error)
 
 
 def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:

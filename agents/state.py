@@ -7,11 +7,12 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator
 from typing_extensions import TypedDict
 
 from ..decisions import baseline_speedup, winner
 from ..run.config import RunConfig
+from ..sandbox.results import EvalResult
 from .llm import AgentUsage
 
 # Why a run stopped, as run.json and the report record it.
@@ -90,6 +91,30 @@ class Critique(BaseModel):
     reason: str = Field(default="", description="why continue or stop, one sentence")
 
 
+def _eval_result(value: Any) -> EvalResult:
+    """A candidate's verdict as the state holds it: an EvalResult, rebuilt from its to_dict()
+    form (how a checkpoint stores it, and how checkpoints before the typed field held it)."""
+    if isinstance(value, EvalResult):
+        return value
+    if isinstance(value, Mapping):
+        try:
+            return EvalResult.from_dict(dict(value))
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"not an EvalResult: {e}") from None
+    raise ValueError(f"expected an EvalResult or its dict, got {type(value).__name__}")
+
+
+# EvalResult is a frozen dataclass of sandbox/ (sealed: no pydantic there). In the state it is
+# validated from and dumped to EvalResult.to_dict(), JSON data: LangGraph's serializer stores a
+# Candidate as its model_dump(), so a checkpoint holds no class but the allowed ones below, and
+# a checkpoint written when this field was a plain dict revives as an EvalResult too.
+Verdict = Annotated[
+    EvalResult,
+    PlainValidator(_eval_result),
+    PlainSerializer(lambda r: r.to_dict(), return_type=dict[str, Any]),
+]
+
+
 class Candidate(BaseModel):
     """One candidate kernel of one round, from the coder's draft to the evaluator's verdict."""
 
@@ -104,7 +129,7 @@ class Candidate(BaseModel):
     rule: str | None = None
     summary: str = ""  # one line: EvalResult.summary() or why it was not evaluated
     problem: str = ""  # for no_code / static rejections: what the coder was told
-    result: dict[str, Any] | None = None  # EvalResult.to_dict() of the final (tuned) source
+    result: Verdict | None = None  # the judge's verdict on the final (tuned) source
     duplicate_of: str | None = None  # "round_02/cand_1" when the source was seen before
     followup: bool = False  # the coder needed its one follow-up request
     eval_started: float | None = None  # epoch seconds: the tester's span, for the time budget
@@ -120,19 +145,21 @@ class Candidate(BaseModel):
 
     @property
     def speedup_eager(self) -> float | None:
-        return (self.result or {}).get("speedup_eager")
+        return self.result.speedup_eager if self.result else None
 
     @property
     def speedup_compiled(self) -> float | None:
-        return (self.result or {}).get("speedup_compiled")
+        return self.result.speedup_compiled if self.result else None
 
     @property
     def roofline_fraction(self) -> float | None:
-        return ((self.result or {}).get("roofline") or {}).get("fraction")
+        roofline = self.result.roofline if self.result else None
+        return roofline.fraction if roofline else None
 
     @property
     def timing_meaningful(self) -> bool:
-        return bool(((self.result or {}).get("timings") or {}).get("meaningful"))
+        timings = self.result.timings if self.result else None
+        return bool(timings and timings.meaningful)
 
 
 class Usage(BaseModel):

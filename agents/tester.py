@@ -230,7 +230,7 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
             "status": result.status,
             "rule": result.rule,
             "summary": result.summary(),
-            "result": result.to_dict(),
+            "result": result,
             "tuned_source": tuned_source,
             "tuned": tuned,
         }

@@ -23,11 +23,10 @@ from ..agents.context import llm_configs
 from ..decisions import INTERRUPTED, run_status, verdict
 from ..errors import KernelwrightError
 from ..run.config import OFFLINE, OFFLINE_NOTE, RunConfig, eval_config_for
-from ..run.records import sync_run
-from ..run.rundir import RunDir, run_candidates
+from ..run.rundir import RunDir, run_candidates, run_task
 from ..sandbox.judge.summary import format_result
 from ..sandbox.results import EvalResult
-from ..sandbox.task import load_task
+from ..sandbox.task import Task, load_task
 from ..store import Store
 from .common import UserError, open_store, owning, read_file, resumed_config, run_config
 from .progress import plain_listener
@@ -105,6 +104,7 @@ class ChatSession:
     judge: Judge | None = None  # default: sandbox.evaluate
     store: Store | None = None
     run: dict[str, Any] = field(default_factory=dict)
+    task: Task | None = None  # the run's task as parsed once for the chat (run_task)
 
     # -- files -----------------------------------------------------------------------------------
     @property
@@ -214,10 +214,16 @@ class ChatSession:
         from ..sandbox import evaluate
 
         config = RunConfig.from_dict(self.run["config"])
-        task = load_task(RunDir(self.run_dir).task_py, config.shapes)
-        result = (self.judge or evaluate)(task, cur.source, eval_config_for(config))
+        result = (self.judge or evaluate)(self.run_task(), cur.source, eval_config_for(config))
         self.say(f"{cur.key}:")
         self.say(format_result(result, task_name=self.run.get("task_name", "")))
+
+    def run_task(self) -> Task:
+        """The run's task at its sizes, parsed once for the whole chat: every turn resumes the
+        run with it (and /bench judges with it) instead of reading the task file again."""
+        if self.task is None:
+            self.task = run_task(RunDir(self.run_dir))
+        return self.task
 
     def save(self, where: str) -> None:
         cur = self.current()
@@ -242,13 +248,15 @@ class ChatSession:
                 shown(event)
 
         config = RunConfig(out_dir=self.out_dir)
-        try:
-            self.run = self.optimize(
-                config, resume=self.run_id, answer=answer, listeners=[listener]
-            )
-        finally:
-            if self.store is not None:
-                sync_run(self.store, self.run_dir)
+        # The run syncs itself into the chat's store (waiting for the person, or finalized).
+        self.run = self.optimize(
+            config,
+            resume=self.run_id,
+            answer=answer,
+            listeners=[listener],
+            store=self.store,
+            task=self.run_task(),
+        )
 
     def offline(self) -> bool:
         """The run's coder has no model: it cannot act on a request in words."""
@@ -344,16 +352,19 @@ def start_chat(
             f"```python\n{first[1].rstrip()}\n```"
         )
     extra = {"start_source": first[1]} if first is not None and offline else {}
+    task = load_task(task_path, config.shapes)  # once for the chat: each turn resumes with it
     run = optimize(
         config.replace(chat=True),
         task_path,
+        task=task,
         answer=seed,
         listeners=[plain_listener(out)],
+        store=store,
         **extra,
     )
-    session = ChatSession(optimize, config.out_dir, run["run_id"], inp, out, judge, store, run)
-    if store is not None:
-        sync_run(store, session.run_dir)
+    session = ChatSession(
+        optimize, config.out_dir, run["run_id"], inp, out, judge, store, run, task
+    )
     if first is not None:
         # Offline, round 1 judged the --from kernel: its verdict (round_01/cand_1) comes after.
         after = 0 if extra else (run.get("waiting_for") or {}).get("round", 0)

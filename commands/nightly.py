@@ -19,7 +19,7 @@ from ..decisions import NIGHTLY_SLOWDOWN, measured
 from ..kernel_versions import Revert
 from ..report.nightly import nightly_changes, write_nightly_report
 from ..run.config import RunConfig, eval_config_for
-from ..run.records import sync_run, task_hash_for
+from ..run.records import task_hash_for
 from ..run.rundir import best_files, shrunk_for_interpreter
 from ..sandbox.results import Environment, EvalResult
 from ..sandbox.task import Task, TaskError, load_task
@@ -250,13 +250,17 @@ class Nightly:
         self, path: Path, task: Task, config: RunConfig, outcome: NightlyTask, *, replace: bool
     ) -> None:
         """Optimize the task within the budget; its winner, measured again, becomes the best
-        kernel (`replace`: even when slower, as when the known one is broken or missing)."""
+        kernel (`replace`: even when slower, as when the known one is broken or missing). The
+        task goes to the search as task_setup parsed it: the run sizes it as a new run does."""
         prefix = f"[{outcome.label}] "
         try:
-            # The night's warm evaluator: one worker per GPU, not a second pool beside it.
+            # The night's warm evaluator: one worker per GPU, not a second pool beside it. The
+            # run syncs itself into the night's store.
             run = self.optimize(
                 self.config,
                 str(path),
+                task=task,
+                store=self.store,
                 listeners=[plain_listener(self.out, prefix)],
                 pool=self.pool,
             )
@@ -266,7 +270,6 @@ class Nightly:
             outcome.error = f"search failed: {type(e).__name__}: {e}"
             return
         run_dir = Path(self.config.out_dir) / run["run_id"]
-        sync_run(self.store, run_dir)
         outcome.searched, outcome.run = run["run_id"], run
         if run.get("stop_reason") == "task-error":  # the task's own reference fails
             outcome.error = f"task error: {run.get('stop_detail', 'the reference fails')}"

@@ -59,17 +59,18 @@ def _optimize(args, config, store, started, note_run_id) -> int:
     from ..decisions import verdict
     from ..graph import optimize
     from ..report.format import usage_text
-    from ..run.records import sync_run
-    from ..run.rundir import RunDir
     from ..sandbox.task import TaskError
     from .progress import progress_view
 
     run = None
     try:
         with open_evaluator(config) as pool, progress_view(sys.stdout) as listener:
+            # The run records into this invocation's store and syncs itself (its finalize, or
+            # the graph's driver when it stops before).
             run = optimize(
                 config,
                 args.task,
+                store=store,
                 resume=args.resume,
                 listeners=[note_run_id, listener],
                 pool=pool,
@@ -85,10 +86,6 @@ def _optimize(args, config, store, started, note_run_id) -> int:
                 file=sys.stderr,
             )
         raise
-    finally:
-        run_id = run["run_id"] if run else started.get("run_id", args.resume)
-        if run_id and RunDir.at(config.out_dir, run_id).exists():
-            sync_run(store, RunDir.at(config.out_dir, run_id).path)
     print(f"run directory: {Path(config.out_dir) / run['run_id']}")
     print(verdict(run))
     print(f"LLM: {usage_text(run.get('usage') or {})}.")

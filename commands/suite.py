@@ -26,7 +26,6 @@ from ..decisions import fastest
 from ..errors import KernelwrightError
 from ..report.suite import level_line, suite_row, write_suite_report
 from ..run.config import RunConfig
-from ..run.records import sync_run
 from ..run.rundir import RunDir, run_candidates
 from ..sandbox.judge.pool import cancel_open_pools
 from ..sandbox.task import TaskError, load_task
@@ -282,17 +281,22 @@ class SuiteRunner:
 
         listeners = [started, plain_listener(self.out, prefix=f"[{label}] ")]
         shared = {"pool": pool} if (pool := self._pool(group)) is not None else {}
+        # The task as parsed above (not read again); the run syncs itself into the suite's store.
         try:
             run = self.optimize(
-                config, None if resume else str(path), resume=resume, listeners=listeners, **shared
+                config,
+                None if resume else str(path),
+                task=task,
+                store=self.store,
+                resume=resume,
+                listeners=listeners,
+                **shared,
             )
         except BrokenPipeError:  # the reader of our output left (`| head`): stop, resumable
             raise
         except Exception as e:  # one task's failure (a bug, a broken task) must not end the suite
             return self._failed(label, path, f"{type(e).__name__}: {e}")
         run_dir = Path(config.out_dir) / run["run_id"]
-        if self.store is not None:
-            sync_run(self.store, run_dir)
         row = task_row(label, run_dir, run)
         # A run whose model answered nothing is not the task done as asked: a rerun (after the
         # endpoint is fixed) searches it again from scratch, unless --fallback-offline took it.

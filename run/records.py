@@ -16,7 +16,7 @@ from ..sandbox.results import Environment
 from ..store import BestKernel, Store, variant_key
 from .config import RunConfig, eval_config_for
 from .record import RunRecord
-from .rundir import RUN_JSON, RunDir, read_run
+from .rundir import RUN_JSON, read_run
 
 if TYPE_CHECKING:
     from ..sandbox.config import EvalConfig
@@ -112,15 +112,6 @@ def sync_record(store: Store, record: RunRecord) -> None:
 def sync_run(store: Store, run_dir: str | os.PathLike[str]) -> None:
     """sync_record with the record of the run in `run_dir`, read from its files."""
     sync_record(store, RunRecord.load(run_dir))
-
-
-def open_run_store(config: RunConfig, rundir: RunDir, models: dict[str, str]) -> Store | None:
-    """The store a run records into (config.db), its row written; None when the run has none."""
-    if not config.db:
-        return None
-    store = Store(config.db)
-    record_start(store, rundir.read_run(), models)
-    return store
 
 
 # -- listing --------------------------------------------------------------------------------------

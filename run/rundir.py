@@ -14,7 +14,7 @@ import re
 import secrets
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -464,24 +464,35 @@ def environment_info() -> dict[str, Any]:
     }
 
 
+def at_sizes(task: Task, shapes: Mapping[str, Any]) -> Task:
+    """`task` with its overrides set to `shapes` (checked as load_task checks them): the same
+    Task that load_task(task.path, shapes) gives, without reading the file again."""
+    from ..sandbox.task import checked_overrides
+
+    return dataclasses.replace(task, overrides=checked_overrides(task, shapes))
+
+
 def shrunk_for_interpreter(config: RunConfig, task: Task) -> tuple[RunConfig, Task, str]:
     """Without CUDA and without --shape: smaller sizes (the interpreter costs ~1 ms a program)."""
-    from ..sandbox.task import load_task
     from .shrink import interpreter_sizes
 
     shapes, note = interpreter_sizes(task, config.shapes, config.cpu_input_bytes)
     if config.shapes or not shapes:
         return config, task, note
-    return config.replace(shapes=shapes), load_task(task.path, shapes), note
+    return config.replace(shapes=shapes), at_sizes(task, shapes), note
 
 
 def create_run(
-    config: RunConfig, task_path: str, listeners: list[EventListener] | None = None
+    config: RunConfig, task: str | Task, listeners: list[EventListener] | None = None
 ) -> tuple[RunDir, RunConfig, Task]:
-    """A new run directory for `task_path` (shrunk for the interpreter when needed)."""
+    """A new run directory for `task`, a task file's path or the Task the caller parsed (taken
+    at config.shapes whatever sizes it was parsed at; shrunk for the interpreter when needed)."""
     from ..sandbox.task import load_task
 
-    task = load_task(task_path, config.shapes)
+    if isinstance(task, str):
+        task = load_task(task, config.shapes)
+    else:
+        task = at_sizes(task, config.shapes)
     # Absolute, so that a store shared by several out directories knows where each run lives.
     config = config.replace(out_dir=str(Path(config.out_dir).resolve()))
     notes, given = [], dict(config.shapes)
@@ -516,27 +527,45 @@ def create_run(
     return rundir, config, task
 
 
+def run_task(rundir: RunDir, given: Task | None = None) -> Task:
+    """A run's task at its sizes, each file read at most once: the original (`given`: the
+    caller's parse of it, at any sizes), else the run directory's copy when the original is
+    gone or changed."""
+    from ..sandbox.task import TaskError, load_task
+
+    run = rundir.read_run()
+    config = RunConfig.from_dict(run["config"])
+    task_path = run["task"]
+    if Path(task_path).is_file():
+        if given is not None and Path(given.path) == Path(task_path).resolve():
+            task = at_sizes(given, config.shapes)
+        else:
+            task = load_task(task_path, config.shapes)
+        if task.hash == run["task_hash"]:
+            return task
+    task = load_task(str(rundir.task_py), config.shapes)
+    if task.hash != run["task_hash"]:
+        raise TaskError(f"run {rundir.run_id}: its task.py no longer matches the hash in run.json")
+    return task
+
+
 def open_run(
-    out_dir: str, run_id: str, listeners: list[EventListener] | None = None
+    out_dir: str,
+    run_id: str,
+    listeners: list[EventListener] | None = None,
+    task: Task | None = None,
 ) -> tuple[RunDir, RunConfig, Task]:
     """An existing run to resume: its own config and task (the copy in the run directory when
-    the original file is gone or changed)."""
-    from ..sandbox.task import TaskError, load_task
+    the original file is gone or changed). `task`: the run's task file as the caller parsed
+    it (a suite's), used when it is the same file at the run's sizes, so it is not read again."""
+    from ..sandbox.task import TaskError
 
     rundir = RunDir.at(out_dir, run_id, listeners)
     if not rundir.exists():
         raise TaskError(f"no run {run_id!r} under {out_dir} (expected {rundir.run_json})")
     run = rundir.read_run()
     config = RunConfig.from_dict(run["config"])
-    task_path = run["task"]
-    if (
-        not Path(task_path).is_file()
-        or load_task(task_path, config.shapes).hash != run["task_hash"]
-    ):
-        task_path = str(rundir.task_py)
-    task = load_task(task_path, config.shapes)
-    if task.hash != run["task_hash"]:
-        raise TaskError(f"run {run_id}: its task.py no longer matches the hash in run.json")
+    task = run_task(rundir, task)
     verified = [c.result for c in rundir.candidates() if c.result.ok]
     speedups = [r.speedup_eager for r in verified if r.speedup_eager is not None]
     rundir.event(

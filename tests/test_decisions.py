@@ -85,7 +85,7 @@ def test_the_agents_state_and_the_store_decide_alike(tmp_path):
     from kernelwright.store import Store
 
     def cand(index: int, speedup: float | None) -> Candidate:
-        result = {"speedup_eager": speedup} if speedup is not None else None
+        result = EvalResult(status="ok", speedup_eager=speedup) if speedup is not None else None
         return Candidate(round=1, index=index, source="x", status="ok", result=result)
 
     cands = [cand(1, 1.2), cand(2, 1.5), cand(3, 1.5)]

@@ -71,7 +71,7 @@ def test_a_suite_has_a_task_error_row_and_fails(tmp_path):
     assert summary["task_errors"] == 1
 
 
-def _crashed_run(config, task_path=None, *, resume=None, answer=None, listeners=None, pool=None):
+def _crashed_run(config, task_path=None, *, resume=None, answer=None, listeners=None, **_):
     """graph.optimize's signature: a finished run whose one candidate met an evaluator error."""
     run_id = f"{Path(task_path).stem}-1"
     for listener in listeners or []:

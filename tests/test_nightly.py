@@ -107,8 +107,18 @@ class ScriptedSearch:
         self.pool, self.runs = pool, 0
 
     def __call__(
-        self, config, task_path=None, *, resume=None, answer=None, listeners=None, pool=None
+        self,
+        config,
+        task_path=None,
+        *,
+        task=None,
+        store=None,
+        resume=None,
+        answer=None,
+        listeners=None,
+        pool=None,
     ):
+        from kernelwright.run.records import sync_run
         from kernelwright.sandbox.task import load_task
 
         self.runs += 1
@@ -133,6 +143,8 @@ class ScriptedSearch:
             "best": {"round": 1, "candidate": 1, "path": "best.py", "speedup_eager": 2.5},
         }
         (run_dir / "run.json").write_text(json.dumps(run))
+        if store is not None:  # as graph.optimize's finalize does
+            sync_run(store, run_dir)
         return run
 
 

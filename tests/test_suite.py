@@ -110,7 +110,16 @@ class ScriptedOptimize:
         self.fail = fail or set()
 
     def __call__(
-        self, config, task_path=None, *, resume=None, answer=None, listeners=None, pool=None
+        self,
+        config,
+        task_path=None,
+        *,
+        task=None,
+        store=None,
+        resume=None,
+        answer=None,
+        listeners=None,
+        pool=None,
     ):
         self.calls.append((task_path, resume))
         if task_path and Path(task_path).stem in self.fail:
