@@ -26,9 +26,8 @@ from kernelwright.agents.state import (
     best_candidate,
 )
 from kernelwright.agents.tester import evaluate_candidate, sweep, tunables, with_values
-from kernelwright.commands.progress import RunProgress
+from kernelwright.commands.progress import RunProgress, format_event
 from kernelwright.run.config import RunConfig, parse_duration, resolve_config
-from kernelwright.run.rundir import format_event
 from kernelwright.sandbox import rules
 from kernelwright.sandbox.results import Correctness, EvalResult, KernelStats, Mismatch, Roofline
 
