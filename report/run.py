@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..decisions import fastest, finite, judged_text, run_status, statuses_text, verdict
+from ..decisions import fastest, finite
+from ..run.owner import run_status
 from ..sandbox.results import EvalResult
 from .format import (
     failures_text,
@@ -29,6 +30,7 @@ from .format import (
 )
 from .html import badge, kernel_view, png_base64, render
 from .plots import plot_rounds
+from .verdict import judged_text, statuses_text, verdict
 
 INTERPRETER_NOTE = (
     "Times are not meaningful: this run used the Triton interpreter (TRITON_INTERPRET=1, no GPU), "

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..decisions import run_owner
 from ..sandbox.results import EvalResult
 from .config import RunConfig
+from .owner import run_owner
 
 if TYPE_CHECKING:  # the task loader imports torch: loaded by what creates or resumes a run only
     from ..sandbox.task import Task
