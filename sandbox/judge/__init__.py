@@ -6,6 +6,7 @@ timing.py), reads the driver's memory account (nvml.py), compares (compare.py) a
 verdict (verdict.py, evaluation.py). It talks to the candidate's process only through
 remote.py. Never runs candidate code.
 
-May import: the sandbox's shared words (config, results, contract, rules), crossing/, static/,
-task/. Never candidate/ (a test, tests/test_sandbox_layout.py, checks both sides).
+May import: the sandbox's shared words (`config.py`, `results.py`, `contract.py`, `rules.py`,
+`errors.py`), `crossing/`, `static/`, `task/`. Never candidate/ (a test,
+tests/test_sandbox_layout.py, checks both sides).
 """
