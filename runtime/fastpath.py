@@ -15,7 +15,8 @@ perf_counter reads whose difference goes on a lock-free queue, folded into the l
 without nn.Module's `__call__` hop. No device synchronisation, no copy.
 
 Guard (guard.py) rebuilds it whenever an attribute in REFRESH_ON changes; every call it does not
-take goes back to Guard._call or Guard._routed.
+take goes back to Guard._call or Guard._routed. This module stands below guard.py and never
+imports it: `unsampled_call` is handed the Guard (typed Any here for that reason).
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from torch.nn.modules import module as _nn_module
 
 if TYPE_CHECKING:
     from torch import nn
-
-    from .guard import Guard
 
 # Unsampled calls' host times wait on a lock-free queue; one call in this many folds them in.
 FOLD_EVERY = 1024  # a power of two: the fast path folds when tick & (FOLD_EVERY - 1) == 0
@@ -50,7 +49,7 @@ REFRESH_ON = frozenset(
 )
 
 
-def unsampled_call(guard: Guard) -> Any:
+def unsampled_call(guard: Any) -> Any:
     """The unsampled call as one function of (guard, args), everything it reads bound in its
     namespace (an nn.Module's attribute reads go through its __getattr__ hook, ~40 ns each):
 
