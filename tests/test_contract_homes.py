@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
+from test_architecture_map import python_files
 
 from kernelwright.agents.state import Candidate
 from kernelwright.codegen.tunables import (
@@ -31,12 +31,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def package_modules() -> list[Path]:
-    """The package's Python files as git tracks them (no tests, benchmarks or shared/ copy)."""
-    listed = subprocess.run(
-        ["git", "ls-files", "*.py"], cwd=ROOT, check=True, capture_output=True, text=True
-    ).stdout.split()
+    """The package's Python files as git sees them (no tests, benchmarks or shared/ copy)."""
     skip = ("tests/", "benchmarks/", "shared/", "prompts/")
-    return [ROOT / p for p in listed if not p.startswith(skip)]
+    return [p for p in python_files(ROOT) if not p.relative_to(ROOT).as_posix().startswith(skip)]
 
 
 def string_constants(path: Path) -> list[tuple[int, str]]:

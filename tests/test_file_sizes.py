@@ -9,6 +9,8 @@ import ast
 import subprocess
 from pathlib import Path
 
+from test_architecture_map import python_files
+
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 700
 MARKER = "Over 700 lines because"
@@ -16,14 +18,9 @@ NOT_ROOMS = ("tests/", "benchmarks/", "shared/", "prompts/")
 
 
 def package_modules(root: Path = ROOT) -> list[Path]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return sorted(Path(p) for p in listed if not p.startswith(NOT_ROOMS) and (root / p).exists())
+    """The package's .py files (relative), as git sees them, rooms only."""
+    files = [p.relative_to(root) for p in python_files(root)]
+    return [p for p in files if not p.as_posix().startswith(NOT_ROOMS)]
 
 
 def reason(text: str) -> str | None:

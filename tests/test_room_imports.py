@@ -27,21 +27,17 @@ import re
 import subprocess
 from pathlib import Path
 
+from test_architecture_map import python_files
+
 ROOT = Path(__file__).resolve().parent.parent
 NOT_ROOMS = ("tests/", "benchmarks/", "shared/")
 
 
 def tracked_files(root: Path = ROOT) -> list[Path]:
-    """The tree's .py files as git sees them (a checkout's shared/ copy and build outputs are
-    left out), relative to `root`."""
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*.py"],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return sorted(Path(p) for p in listed if not p.startswith(NOT_ROOMS) and (root / p).exists())
+    """The tree's .py files (relative) as git sees them, rooms only (no tests, benchmarks or a
+    checkout's shared/ copy)."""
+    files = [p.relative_to(root) for p in python_files(root)]
+    return [p for p in files if not p.as_posix().startswith(NOT_ROOMS)]
 
 
 def packages(root: Path = ROOT) -> list[Path]:
