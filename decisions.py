@@ -1,23 +1,19 @@
-"""The decisions, in one place: which candidate is best, what counts as a regression, fast_p, the
-verdict text, a run's true status, what a run judged its candidates at, and whether the runtime
-guard promotes a canary kernel.
+"""The decisions, in one place: which candidate is best, what a run judged against, what counts
+as a regression, fast_p, and whether the runtime guard promotes a canary kernel.
 
 Pure functions on plain data (numbers, mappings, sequences, run.json as read), so that the agents,
 the store, the suite, the nightly job and the reports all decide the same way. Imports only the
-standard library and sandbox/.
+standard library and sandbox/. The verdict's prose is report/verdict.py's; who runs a run (the
+/proc reads) is run/owner.py's.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import socket
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, TypeVar
 
-from .sandbox.results import STATUSES, fault_of
+from .sandbox.results import fault_of
 
 T = TypeVar("T")
 
@@ -236,231 +232,12 @@ def fast_p_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, flo
     }
 
 
-# -- what a run judged at -------------------------------------------------------------------------
-
-
-def sizes_text(sizes: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(sizes.items())) or "no size constants"
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _sized_by(run: Mapping[str, Any], config: Mapping[str, Any]) -> str:
-    """Why the sizes are what they are: "task", "shape" or "shrink". run.json records it now;
-    before, its notes said so (the shrink wrote its sizes into config.shapes too, so those alone
-    cannot tell)."""
-    if run.get("sized_by") in ("task", "shape", "shrink"):
-        return str(run["sized_by"])
-    if any("task shrunk to" in str(n) for n in run.get("notes") or []):
-        return "shrink"
-    return "shape" if config.get("shapes") else "task"
-
-
-def judged_text(run: Mapping[str, Any], also_checked: Mapping[str, Any] | None = None) -> str:
-    """What a run judged its candidates at: dtype, precision policy and the sizes actually used,
-    with why they differ from the task's own (--shape, or the shrink for the CPU interpreter).
-
-    'fp32, precision strict, at batch_size=32, dim=1536: shrunk for the Triton interpreter (no
-    CUDA) from the task's batch_size=4096, dim=393216; also checked at batch_size=27, dim=1317'
-    """
-    config = _mapping(run.get("config"))
-    sizes = _mapping(run.get("sizes"))
-    own = _mapping(run.get("task_sizes"))
-    text = f"{config.get('dtype') or 'fp32'}, precision {config.get('precision') or 'strict'}"
-    text += f", at {sizes_text(sizes)}" if sizes else ""
-    differ = bool(own) and dict(own) != dict(sizes)
-    sized_by = _sized_by(run, config)
-    if sized_by == "shrink":
-        text += ": shrunk for the Triton interpreter (no CUDA)"
-        text += f" from the task's {sizes_text(own)}" if differ else ""
-    elif sized_by == "shape":
-        text += " (set with --shape" + (f"; the task's own: {sizes_text(own)})" if differ else ")")
-    elif sizes:
-        text += " (the task's own sizes)"
-    if also_checked:
-        text += f"; also checked at {sizes_text(also_checked)}"
-    return text
-
-
-# -- the verdict ----------------------------------------------------------------------------------
-
-
-def statuses_text(counts: Mapping[str, int]) -> str:
-    """'2 ok, 1 timeout': counts in the evaluator's order of statuses, others after."""
-    order = [s for s in STATUSES if s in counts] + sorted(set(counts) - set(STATUSES))
-    return ", ".join(f"{counts[s]} {s}" for s in order) or "none"
-
-
-ROLE_ORDER = ("planner", "coder", "critic")
-
-
-def role_order(roles: Iterable[str]) -> list[str]:
-    """Roles in the loop's order (planner, coder, critic), whatever order run.json kept."""
-    return sorted(roles, key=lambda r: (ROLE_ORDER.index(r) if r in ROLE_ORDER else 3, r))
-
-
-def _fault(candidate: Mapping[str, Any]) -> str | None:
-    if "fault" in candidate:  # the report's view of a candidate says it (None: no result)
-        return candidate["fault"]
-    return fault_of(str(candidate.get("status") or "pending"), candidate.get("rule"))
-
-
-def verdict(run: Mapping[str, Any]) -> str:
-    """The one verdict paragraph on a run, the CLI's and the report's: what came out (the best
-    verified kernel and its speedups, or why the reference stays), why it stopped, what was judged
-    (dtype, precision, sizes), the evaluator errors that were kernelwright's fault and no
-    candidate's, and the configured models that answered nothing.
-
-    `run` is run.json, or the run report's data (which adds the candidates found on disk, the best
-    it found when run.json names none, and `judged` with the second shape checked). With no best
-    named, the fastest verified candidate is told (a "No win" when it does not beat the reference).
-    """
-    candidates = [c for c in run.get("candidates") or [] if isinstance(c, Mapping)]
-    best = run.get("best") if isinstance(run.get("best"), Mapping) else None
-    if best is None:
-        ok = [c for c in candidates if c.get("status") == "ok"]
-        baseline = run_baseline(run)
-        best = fastest(ok, lambda c: speedup_of(c, baseline))
-    text = _outcome(run, best, candidates)
-    if run.get("stop_reason") == "task-error":
-        return text
-    n = run.get("evaluator_errors")
-    if n is None:
-        n = sum(_fault(c) == "evaluator" for c in candidates)
-    if n:
-        text += (
-            f" {n} evaluator error{'s' * (n != 1)} (kernelwright's fault, not the "
-            f"candidate's: {'they were' if n != 1 else 'it was'} not judged)."
-        )
-    judged = run.get("judged") or judged_text(run)
-    return f"{text} Judged in {judged}." + _llm_verdict(run)
-
-
-def _outcome(
-    run: Mapping[str, Any], best: Mapping[str, Any] | None, views: Sequence[Mapping[str, Any]]
-) -> str:
-    n_rounds = len(run.get("rounds") or [])
-    n_ok = sum(v.get("status") == "ok" for v in views)
-    counts = statuses_text(Counter(str(v.get("status") or "pending") for v in views))
-    stop_reason, stop_detail = run.get("stop_reason"), run.get("stop_detail") or ""
-    detail = f" ({stop_detail})" if stop_detail else ""
-    stop = f" Stopped: {stop_reason}{detail}." if stop_reason else ""
-    tried = f"{len(views)} candidates over {n_rounds} round{'s' * (n_rounds != 1)} ({counts})"
-    if stop_reason == "task-error":
-        return (
-            f"Task error: the task's reference itself fails, so no candidate could be judged "
-            f"({stop_detail})."
-        )
-    if not views:
-        return f"No candidate was evaluated; the PyTorch reference stays.{stop}"
-    if best is None:
-        return f"No candidate passed verification: {tried}. Keep the PyTorch reference.{stop}"
-    where = f"round {best.get('round')}, candidate {best.get('candidate')}"
-    eager, compiled = finite(best.get("speedup_eager")), finite(best.get("speedup_compiled"))
-    if eager is None:
-        return (
-            f"A verified kernel was found ({where}), but its speed is unknown: timings here are "
-            f"not meaningful, so only correctness was checked. {n_ok} of {tried} were correct."
-            f"{stop}"
-        )
-    roofline = finite(best.get("roofline_fraction"))
-    roof = f", at {roofline:.0%} of the roofline" if roofline is not None else ""
-    vs_compiled = f" and {compiled:.2f}x vs torch.compile" if compiled is not None else ""
-    baseline = run_baseline(run)
-    compile_wins = compiled is not None and not is_better(compiled, REFERENCE_SPEEDUP)
-    if compile_wins and baseline != "eager" and compiled is not None and compiled > 0:
-        return (
-            f"No win: torch.compile is {1 / compiled:.2f}x faster than the best verified kernel "
-            f"({where}, {eager:.2f}x PyTorch eager); use torch.compile. {n_ok} of {tried} were "
-            f"correct.{stop}"
-        )
-    if not is_better(baseline_speedup(eager, compiled, baseline), REFERENCE_SPEEDUP):
-        return (
-            f"No win: the best verified kernel ({where}) runs at {eager:.2f}x of PyTorch eager"
-            f"{vs_compiled}. Keep the PyTorch reference. {n_ok} of {tried} were correct.{stop}"
-        )
-    caveat = (
-        " torch.compile is still faster: prefer it where it is available." if compile_wins else ""
-    )
-    return (
-        f"The best verified kernel ({where}) is {eager:.2f}x faster than PyTorch eager"
-        f"{vs_compiled}{roof}; it is saved as best.py. {n_ok} of {tried} were correct.{stop}"
-        f"{caveat}"
-    )
+# -- what a run judged against ------------------------------------------------------------------
 
 
 def run_baseline(run: Mapping[str, Any]) -> str:
     """The baseline a run judged its kernels against: its config's, else "eager" (a run from
     before --baseline, whose best was chosen against eager alone)."""
-    value = _mapping(run.get("config")).get("baseline")
+    config = run.get("config")
+    value = config.get("baseline") if isinstance(config, Mapping) else None
     return value if value in BASELINES else "eager"
-
-
-def _llm_verdict(run: Mapping[str, Any]) -> str:
-    """A sentence when a configured model answered nothing, or an endpoint was switched off."""
-    unanswered = _mapping(run.get("llm_unanswered"))
-    off = run.get("llm_switched_off") or []
-    if unanswered:
-        models = _mapping(run.get("models"))
-        roles = role_order(unanswered)
-        who = ", ".join(f"{role} ({models.get(role, '?')})" for role in roles)
-        return (
-            f" The configured model answered no call for {who}: those steps ran on the rules "
-            f"and the fusion codegen. Last error: {unanswered[roles[0]]}"
-        )
-    if off:
-        return f" An LLM endpoint was switched off mid-run: {off[0]['error']}"
-    return ""
-
-
-# -- who runs a run -------------------------------------------------------------------------------
-# A run's status says "running" from the moment it starts until it finishes, waits for a person,
-# or is interrupted; a process killed with SIGKILL (the OOM killer, `kill -9`, a lost machine)
-# never gets to write anything else. run.json therefore names its owner (host, pid and the pid's
-# start time, so that a recycled pid is not mistaken for it), and a reader on the same host that
-# finds the owner gone reads the run as interrupted, which is what it is: resumable.
-INTERRUPTED = "interrupted"
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of process `pid` in clock ticks since boot (Linux's /proc), or None."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[-1].split()  # after "pid (comm)": field 3 onwards
-    return fields[19] if len(fields) > 19 else None  # field 22, starttime
-
-
-def run_owner() -> dict[str, Any]:
-    """run.json's owner: the process running the run now."""
-    pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "started": _process_start(pid)}
-
-
-def owner_gone(owner: Any) -> bool:
-    """True when `owner` (run_owner() of some process) is known to have exited: it ran on this
-    host and its pid is dead or now belongs to a later process. Another host's: not known."""
-    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
-        return False
-    pid = owner.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        pass
-    started = owner.get("started")
-    return started is not None and _process_start(pid) not in (None, started)
-
-
-def run_status(run: Mapping[str, Any]) -> str:
-    """A run's status as it truly is: "interrupted" for a "running" run whose process is gone."""
-    status = str(run.get("status") or "?")
-    if status == "running" and owner_gone(run.get("owner")):
-        return INTERRUPTED
-    return status

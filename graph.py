@@ -21,9 +21,9 @@ from .agents.planner import planner, profile
 from .agents.state import CHECKPOINT_TYPES, RunState
 from .agents.tester import tester
 from .cluster import Evaluator, open_evaluator
-from .decisions import INTERRUPTED, run_owner
 from .run.config import OFFLINE_NOTE, RunConfig
 from .run.lock import held, lock_path_for
+from .run.owner import INTERRUPTED, run_owner
 from .run.records import sync_run
 from .run.rundir import EventListener, RunDir, create_run, machine_has_cuda, open_run
 from .sandbox.static.pyparse import serialised

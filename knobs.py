@@ -1,8 +1,9 @@
 """Every `KERNELWRIGHT_*` environment variable, declared once: name, type, default, help and
 where it applies. RunConfig (run/config.py), LLMConfig (agents/llm/config.py), the CLI's help
 texts and limits (cli.py) and the README's table read them here; a second declaration of a name
-raises at import. Over 700 lines because it is a table: fifty-five declarations of about ten
-lines each as formatted, and no logic beyond reading one.
+raises at import.
+Over 700 lines because it is a table: fifty-five declarations of about ten lines each as
+formatted, and no logic beyond reading one.
 
 A room of its own on the floor of decisions.py: it imports only errors.py (the root exception,
 from sandbox/errors.py) at import time; the shapes parser takes sandbox/task.py's size parser

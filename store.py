@@ -1,7 +1,7 @@
 """Results store: runs, candidates, baselines, best kernels (each kernel that became one is a
 version: kernel_versions.py), nightly history and the verdict cache.
 
-Over 700 lines on purpose: the schema (MIGRATIONS), the row records and the Store's queries name
+Over 700 lines because the schema (MIGRATIONS), the row records and the Store's queries name
 the same columns and change together, so they stay one module (what is "better" is decisions.py's;
 the kernel versions' own schema step and queries are kernel_versions.py's).
 

@@ -12,6 +12,7 @@ from typing_extensions import TypedDict
 
 from ..decisions import baseline_speedup, winner
 from ..run.config import RunConfig
+from ..run.rundir import candidate_key
 from ..sandbox.results import EvalResult
 from .llm import AgentUsage
 
@@ -137,7 +138,7 @@ class Candidate(BaseModel):
 
     @property
     def key(self) -> str:
-        return f"round_{self.round:02d}/cand_{self.index}"
+        return candidate_key(self.round, self.index)
 
     @property
     def final_source(self) -> str | None:

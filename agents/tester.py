@@ -3,22 +3,18 @@ its `# tune:` launch constants when it is correct and timings mean something. No
 
 from __future__ import annotations
 
-import ast
-import io
 import json
 import time
-import tokenize
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
+from ..codegen.tunables import tune_constants, with_values
 from ..decisions import is_better
 from ..run.rundir import RESULT_JSON, TUNED_PY, TUNED_RESULT_JSON
 from ..sandbox.results import EvalResult
-from ..sandbox.static.pyparse import parse
 from .context import RunContext, lookup_verdict, record_candidate, remember_verdict
 from .state import Candidate
 
@@ -31,76 +27,6 @@ class TesterInput(TypedDict):
     """What a Send gives one tester branch: the candidate to evaluate."""
 
     candidate: Candidate
-
-
-@dataclass(frozen=True)
-class Tunable:
-    """A module-level int constant with a `# tune: v1, v2, ...` comment."""
-
-    name: str
-    value: int
-    options: tuple[int, ...]
-    line: int  # 1-based
-    col: int  # where the value starts on that line
-    end_col: int
-
-
-def tune_comments(source: str) -> dict[int, tuple[int, ...]]:
-    """{line: values} for each `# tune: a, b, c` comment (read with tokenize, not by regex)."""
-    found: dict[int, tuple[int, ...]] = {}
-    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    for tok in tokens:
-        if tok.type != tokenize.COMMENT:
-            continue
-        body = tok.string.lstrip("#").strip()
-        if not body.startswith("tune:"):
-            continue
-        try:
-            values = tuple(int(v) for v in body[len("tune:") :].split(",") if v.strip())
-        except ValueError:
-            continue  # a malformed list is ignored, not guessed at
-        if values:
-            found[tok.start[0]] = values
-    return found
-
-
-def tunables(source: str) -> list[Tunable]:
-    """The sweepable constants of a candidate file, in file order."""
-    try:
-        tree = parse(source)
-        comments = tune_comments(source)
-    except (SyntaxError, tokenize.TokenError):
-        return []
-    out = []
-    for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
-            continue
-        target, value = node.targets[0], node.value
-        if not (isinstance(target, ast.Name) and isinstance(value, ast.Constant)):
-            continue
-        if type(value.value) is not int or node.lineno not in comments:
-            continue
-        out.append(
-            Tunable(
-                target.id,
-                value.value,
-                comments[node.lineno],
-                node.lineno,
-                value.col_offset,
-                value.end_col_offset or value.col_offset,
-            )
-        )
-    return out
-
-
-def with_values(source: str, values: dict[str, int]) -> str:
-    """`source` with the named tunables set to `values` in place (comments kept)."""
-    lines = source.splitlines(keepends=True)
-    for t in tunables(source):
-        if t.name in values and values[t.name] != t.value:
-            line = lines[t.line - 1]
-            lines[t.line - 1] = line[: t.col] + str(values[t.name]) + line[t.end_col :]
-    return "".join(lines)
 
 
 def median_ms(result: EvalResult) -> float | None:
@@ -128,8 +54,8 @@ def sweep(
     """
     best_src, best_res, trials = source, result, []
     budget = limit
-    for name in [t.name for t in tunables(source)]:
-        current = {t.name: t for t in tunables(best_src)}[name]
+    for name in [t.name for t in tune_constants(source)]:
+        current = {t.name: t for t in tune_constants(best_src)}[name]
         options = [v for v in current.options if v != current.value][:budget]
         if not options:
             continue
@@ -154,7 +80,7 @@ def should_sweep(ctx: RunContext, source: str, result: EvalResult) -> str | None
         return "the candidate is not verified"
     if median_ms(result) is None:
         return "timings are not meaningful here (Triton interpreter)"
-    if not tunables(source):
+    if not tune_constants(source):
         return "the file has no `# tune:` constants"
     return None
 
@@ -201,8 +127,8 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
         improved: dict[str, Any] = {}
         if best_src != source:
             tuned_source, result = best_src, best_res
-            tuned = {t.name: t.value for t in tunables(best_src)}
-            seed = {t.name: t.value for t in tunables(source)}
+            tuned = {t.name: t.value for t in tune_constants(best_src)}
+            seed = {t.name: t.value for t in tune_constants(source)}
             rd.write_candidate_file(cand.round, cand.index, TUNED_PY, best_src)
             rd.write_candidate_file(
                 cand.round, cand.index, TUNED_RESULT_JSON, best_res.to_json(indent=2) + "\n"

@@ -3,6 +3,8 @@
 Both satisfy `Evaluator`, so the graph, the tester, suite and nightly do not care which they
 got. `ray` is imported only when the Ray executor is opened: `--help` and the local path never
 load it.
+
+May import: `sandbox/` only (and `ray` inside ray_pool.py); nothing of the run or agents above.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ gather (embedding lookups a row group reads from the table itself), layout (row 
 inputs stored in a permuted order), kernel_pointwise / kernel_row (its streamed passes in
 kernel_row_stream) / kernel_split / kernel_matmul (the kernels, with body, index, group_writer and
 template), pyforward (ModelNew), assemble (the file), api (generate).
+
+May import: `errors.py`, `sandbox/` (the task loader, the parse lock, the contract's dtypes).
+No agent vocabulary: never `agents/`, `run/` or `commands/`.
 """
 
 from .api import FusionResult, generate

@@ -1,12 +1,21 @@
-"""Launch constants the emitted file declares (`NAME = v  # tune: ...`) and their defaults.
+"""Launch constants the emitted file declares (`NAME = v  # tune: ...`) and their defaults, and
+the one home of the `# tune:` format: `tune_line` writes a declaration, `tune_constants` reads
+every declaration of a file (the codegen's, an LLM's, a person's) and `with_values` sets them.
 
 Defaults are what we expect to be good on an H200 (132 SMs, ~4.8 TB/s HBM3e, 50 MB L2); the
-tester's sweep tries the listed values and writes the winner back into the file.
+tester's sweep (agents/tester.py) tries the listed values and writes the winner back into the
+file.
 """
 
 from __future__ import annotations
 
+import ast
+import io
+import tokenize
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+from ..sandbox.static.pyparse import parse
 
 
 @dataclass(frozen=True)
@@ -94,5 +103,86 @@ def declaration(name: str, dtype: str) -> list[str]:
 
     t = TUNABLES[name]
     value = t.half_default if (dtype != "fp32" and t.half_default is not None) else t.default
-    choices = ", ".join(str(c) for c in t.choices)
-    return [*comment_lines(t.why, ""), f"{name} = {value}  # tune: {choices}"]
+    return [*comment_lines(t.why, ""), tune_line(name, value, t.choices)]
+
+
+# -- the `# tune:` format: `NAME = 1024  # tune: 512, 1024, 2048` --------------------------------
+# A module-level assignment of an int literal to a name, on one line, with a comment that starts
+# with TUNE_MARK and lists the values to try, separated by commas.
+TUNE_MARK = "tune:"
+
+
+def tune_line(name: str, value: int, choices: Iterable[int]) -> str:
+    """One declaration: `NAME = value  # tune: c1, c2, ...`."""
+    listed = ", ".join(str(c) for c in choices)
+    return f"{name} = {value}  # {TUNE_MARK} {listed}"
+
+
+@dataclass(frozen=True)
+class TuneConstant:
+    """A module-level int constant with a `# tune: v1, v2, ...` comment."""
+
+    name: str
+    value: int
+    options: tuple[int, ...]
+    line: int  # 1-based
+    col: int  # where the value starts on that line
+    end_col: int
+
+
+def tune_comments(source: str) -> dict[int, tuple[int, ...]]:
+    """{line: values} for each `# tune: a, b, c` comment (read with tokenize, not by regex)."""
+    found: dict[int, tuple[int, ...]] = {}
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        body = tok.string.lstrip("#").strip()
+        if not body.startswith(TUNE_MARK):
+            continue
+        try:
+            values = tuple(int(v) for v in body[len(TUNE_MARK) :].split(",") if v.strip())
+        except ValueError:
+            continue  # a malformed list is ignored, not guessed at
+        if values:
+            found[tok.start[0]] = values
+    return found
+
+
+def tune_constants(source: str) -> list[TuneConstant]:
+    """The sweepable constants of a candidate file, in file order."""
+    try:
+        tree = parse(source)
+        comments = tune_comments(source)
+    except (SyntaxError, tokenize.TokenError):
+        return []
+    out = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if not (isinstance(target, ast.Name) and isinstance(value, ast.Constant)):
+            continue
+        if type(value.value) is not int or node.lineno not in comments:
+            continue
+        out.append(
+            TuneConstant(
+                target.id,
+                value.value,
+                comments[node.lineno],
+                node.lineno,
+                value.col_offset,
+                value.end_col_offset or value.col_offset,
+            )
+        )
+    return out
+
+
+def with_values(source: str, values: dict[str, int]) -> str:
+    """`source` with the named tunables set to `values` in place (comments kept)."""
+    lines = source.splitlines(keepends=True)
+    for t in tune_constants(source):
+        if t.name in values and values[t.name] != t.value:
+            line = lines[t.line - 1]
+            lines[t.line - 1] = line[: t.col] + str(values[t.name]) + line[t.end_col :]
+    return "".join(lines)

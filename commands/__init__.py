@@ -1,1 +1,5 @@
-"""The commands beside cli.py: what each `kernelwright` subcommand does."""
+"""The commands beside cli.py: what each `kernelwright` subcommand does.
+
+May import: `graph.py`, `agents/`, `run/`, `report/`, `runtime/` (export --guard), `cluster/`,
+`store.py`, `kernel_versions.py`, `decisions.py`, `errors.py`, `sandbox/`. Never `cli.py`, above.
+"""

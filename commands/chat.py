@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import IO, Any
 
 from ..agents.context import llm_configs
-from ..decisions import INTERRUPTED, run_status, verdict
 from ..errors import KernelwrightError
+from ..report.verdict import verdict
 from ..run.config import OFFLINE, OFFLINE_NOTE, RunConfig, eval_config_for
+from ..run.owner import INTERRUPTED, run_status
 from ..run.rundir import RunDir, run_candidates, run_task
 from ..sandbox.judge.summary import format_result
 from ..sandbox.results import EvalResult

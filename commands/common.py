@@ -121,7 +121,7 @@ def model_unanswered(run: dict, config, prefix: str = "") -> bool:
     unanswered = run.get("llm_unanswered") or {}
     if not unanswered:
         return False
-    from ..decisions import role_order
+    from ..report.verdict import role_order
 
     models, roles = run.get("models") or {}, role_order(unanswered)
     who = ", ".join(f"{role} ({models.get(role, '?')})" for role in roles)

@@ -56,9 +56,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _optimize(args, config, store, started, note_run_id) -> int:
-    from ..decisions import verdict
     from ..graph import optimize
     from ..report.format import usage_text
+    from ..report.verdict import verdict
     from ..sandbox.task import TaskError
     from .progress import progress_view
 

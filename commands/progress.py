@@ -1,5 +1,6 @@
 """The live view of a run: what its events say so far (round, candidates and their status, best
-speedup, tokens, cost), drawn as a rich Live table on a terminal or as plain lines in a log."""
+speedup, tokens, cost), drawn as a rich Live table on a terminal or as plain lines in a log;
+format_event is the one home of each event's progress line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ..run.rundir import EventListener, format_event
+from ..run.rundir import EventListener
 
 # Candidate statuses as the view colours them (rich styles).
 STATUS_STYLES = {
@@ -210,3 +211,106 @@ def progress_view(out: IO[str]) -> Iterator[EventListener]:
 
     with live_listener(Console(file=out, highlight=False)) as show:
         yield show
+
+
+# -- the progress lines: one per event the view shows ------------------------------------------
+def format_event(event: dict[str, Any]) -> str | None:
+    """One progress line for an event, or None for events the progress view skips."""
+    kind = event.get("event", "")
+    tag = f"round {event['round']}" if "round" in event else ""
+    if kind == "run.start":
+        return f"run {event['run_id']}: {event.get('task_name', '')} -> {event.get('path', '')}"
+    if kind == "run.resume":
+        return f"resuming run {event['run_id']} from its last completed step"
+    if kind == "note":
+        return f"note: {event['message']}"
+    if kind == "profile":
+        return f"profile: {event.get('summary', '')}"
+    if kind == "plan":
+        return f"{tag} plan ({event.get('source')}): {event.get('summary', '')}"
+    if kind == "candidate.evaluated":
+        return f"{tag} cand {event['index']}: {event.get('summary', '')}"
+    if kind == "candidate.tuned":
+        if "summary" not in event:
+            trials = event.get("trials", 0)
+            return f"{tag} cand {event['index']}: kept over the sweep's {trials} variants"
+        changed = ", ".join(f"{k}={v}" for k, v in event.get("changed", {}).items())
+        return f"{tag} cand {event['index']} tuned ({changed}): {event['summary']}"
+    if kind == "candidate.skipped":
+        return f"{tag} cand {event['index']}: {event.get('status')} ({event.get('summary', '')})"
+    if kind == "llm.fallback":
+        if event.get("circuit_open"):
+            return None  # the breaker's own line said it once
+        error = str(event.get("error", "")).removeprefix(f"{event.get('kind')}: ")
+        return (
+            f"{event.get('agent')}: LLM failed ({event.get('kind')}: {_short(error)}), "
+            "using rules this step"
+        )
+    if kind.startswith("llm."):
+        return _llm_line(kind, event)
+    if kind == "critique":
+        return f"{tag} critic ({event.get('source')}): {event.get('summary', '')}"
+    if kind == "stop":
+        return f"stop: {event.get('reason')} ({event.get('detail', '')})"
+    if kind == "finalize":
+        if event.get("stop_reason") == "task-error":
+            return "best: none (the task's reference fails: nothing could be judged)"
+        if not event.get("best"):
+            if event.get("fastest"):
+                return (
+                    f"best: none faster than eager, the reference stays (fastest verified: "
+                    f"{event['fastest']}: {event.get('summary', '')})"
+                )
+            return "best: none (the reference stays)"
+        summary = f": {event['summary']}" if event.get("summary") else ""
+        return f"best: {event['best']}{summary}"
+    return None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _llm_line(kind: str, event: dict[str, Any]) -> str | None:
+    """The progress line of the LLM client's events that change what the run does."""
+    agent = event.get("agent", "")
+    if kind == "llm.circuit_open":
+        return (
+            f"LLM endpoint {event.get('endpoint')} (model {event.get('model')}): "
+            f"{event.get('failures')} calls in a row failed, the last with {event.get('kind')}: "
+            f"{_short(str(event.get('error', '')), 300)}; it is not called again in this run, "
+            "the agents use their rules"
+        )
+    if kind == "llm.truncated" and event.get("action") == "raised":
+        return (
+            f"{agent}: the reply spent its whole output budget ({event.get('max_tokens')} "
+            f"tokens) on {event.get('what')}: asked again with {event.get('now')}"
+        )
+    if kind == "llm.truncated":
+        n = event.get("continuations", 0)
+        state = "complete now" if event.get("complete") else "still cut off"
+        return (
+            f"{agent}: the reply hit the output limit ({event.get('max_tokens')} tokens); "
+            f"continued {n} time(s), {state}"
+        )
+    if kind == "llm.window":
+        window = event.get("window")
+        said = f"a {window}-token context window" if window else "a smaller output limit"
+        return (
+            f"{agent}: the server states {said} for {event.get('model')}; the request was fitted "
+            f"to it ({event.get('now_max_tokens')} output tokens) and sent again"
+        )
+    if kind == "llm.param_fallback":
+        now = event.get("now")
+        instead = f"{now} instead" if now else "without it"
+        return (
+            f"{agent}: {event.get('model')} refused {event.get('param')}: sent {instead} for the "
+            "rest of the run (remembered for later runs)"
+        )
+    if kind == "llm.remembered":
+        return (
+            f"note: {event.get('model')} at {event.get('endpoint')}: an earlier run learned "
+            f"{event.get('facts')} (--no-cache learns afresh)"
+        )
+    return None

@@ -9,7 +9,7 @@ from .common import EXIT_OK, UserError, columns, open_store, speedup_x
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from ..decisions import INTERRUPTED
+    from ..run.owner import INTERRUPTED
     from ..run.records import default_db_path, list_runs
 
     db = args.db or default_db_path(args.out)

@@ -13,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..decisions import fastest, finite, judged_text, run_status, statuses_text, verdict
+from ..decisions import fastest, finite
+from ..run.owner import run_status
+from ..run.rundir import CANDIDATE_KEY, parse_candidate_key
 from ..sandbox.results import EvalResult
 from .format import (
     failures_text,
@@ -29,6 +31,7 @@ from .format import (
 )
 from .html import badge, kernel_view, png_base64, render
 from .plots import plot_rounds
+from .verdict import judged_text, statuses_text, verdict
 
 INTERPRETER_NOTE = (
     "Times are not meaningful: this run used the Triton interpreter (TRITON_INTERPRET=1, no GPU), "
@@ -83,8 +86,7 @@ class RunFacts(Protocol):
 
 
 # A duplicate's summary names the candidate it repeats (agents/coder.py writes it).
-_SAME_SOURCE = re.compile(r"same source as (round_\d+/cand_\d+)")
-_KEY = re.compile(r"round_(\d+)/cand_(\d+)$")
+_SAME_SOURCE = re.compile(rf"same source as ({CANDIDATE_KEY})")
 
 
 def _candidate_view(cand: CandidateFacts) -> dict[str, Any]:
@@ -267,8 +269,8 @@ def _duplicate_of(row: Mapping[str, Any]) -> str | None:
 
 def _as_duplicate(view: dict[str, Any], of: str, views: Mapping[tuple[int, int], Any]) -> None:
     """A duplicate shows the candidate it repeats and that candidate's verdict, not "pending"."""
-    match = _KEY.match(of)
-    earlier = views.get((int(match.group(1)), int(match.group(2)))) if match else None
+    key = parse_candidate_key(of)
+    earlier = views.get(key) if key else None
     verdict = f": {earlier['summary']}" if earlier else ""
     view.update(
         status="duplicate",

@@ -217,7 +217,7 @@ class RunRecord:
 
     @property
     def status(self) -> str:
-        """The status run.json records (decisions.run_status reads a dead owner's as
+        """The status run.json records (run.owner.run_status reads a dead owner's as
         interrupted)."""
         return str(self.run.get("status") or "running")
 

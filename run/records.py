@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import knobs
-from ..decisions import run_status
 from ..sandbox.results import Environment
 from ..store import BestKernel, Store, variant_key
 from .config import RunConfig, eval_config_for
+from .owner import run_status
 from .record import RunRecord
 from .rundir import RUN_JSON, read_run
 

@@ -6,6 +6,9 @@ comparison of sandbox/judge/compare.py, their one home), never the agent stack:
 
     from kernelwright.runtime import guard
     model = guard(Model(*init), ModelNew(*init), shadow_rate=0.01)
+
+May import: `decisions.py` (the canary's rule), `sandbox/` (the comparison, tolerances, the
+task loader); never the agent stack (`agents/`, `run/`, `graph.py`, `commands/`).
 """
 
 from __future__ import annotations

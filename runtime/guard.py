@@ -3,27 +3,16 @@ away: shadow checks on a sampled fraction of calls, falling back to the referenc
 an exception, NaN/Inf the reference does not have, or inputs outside the verified envelope, a
 canary for a new kernel version, structured logs and counters.
 
-The unsampled call takes no lock and runs one function built ahead of time (`_fast_path`, rebuilt
-whenever what it holds changes), its state bound in its closure rather than read off the
-nn.Module (each of whose attribute reads goes through Module.__getattr__'s hook): the hook dicts
-nn.Module.__call__ would look at (any hook, a compiled module or a jit trace recording scopes
-sends the call through nn.Module's call instead); one tick of a shared counter
-(`itertools.count`, whose next() the GIL makes atomic) that both counts the call and says whether
-it is the next sampled call (the gaps between sampled calls are drawn from the seeded RNG once
-per sampled call: a geometric law, the same as a draw per call); the envelope's compiled check
-(`Envelope.condition`, written into that function); on one call in `host_time_every` (16), two
-perf_counter reads whose difference goes on a lock-free queue, folded into the latency log every
-1024 calls and on every read of the stats (none with capture_safe);
-and the kernel's `forward`, without nn.Module's `__call__` hop. No device
-synchronisation, no copy. Everything else (a sampled call, a canary, a tripped guard, an input
-outside the envelope, check_finite="always") takes the routed path under the lock. Sampled calls
-clone the inputs (the reference must see them as the kernel got them), run both modules, time the
-kernel with CUDA events and compare on the device: those calls synchronise.
+The unsampled call takes no lock, synchronises nothing and copies nothing: one function built
+ahead of time (fastpath.py says what it holds). Everything else (a sampled call, a canary, a
+tripped guard, an input outside the envelope, check_finite="always") takes the routed path under
+the lock. Sampled calls clone the inputs (the reference must see them as the kernel got them),
+run both modules, time the kernel with CUDA events and compare on the device: those calls
+synchronise.
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import logging
@@ -37,13 +26,13 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
-from torch.nn.modules import module as _nn_module
 
 from ..sandbox.errors import KernelwrightError
 from ..sandbox.judge.compare import TOLERANCES, check_structure, compare, mismatch_rule, tolerance
 from ..sandbox.task import load_parameters
 from .canary import Canary, CanaryPolicy, Decision
 from .envelope import Envelope, signature
+from .fastpath import FOLD_EVERY, REFRESH_ON, hooked, hooked_globally, unsampled_call
 from .latency import LatencyLog, device_of, device_time
 
 logger = logging.getLogger("kernelwright.runtime")
@@ -53,8 +42,6 @@ CheckFinite = Literal["sampled", "always"]
 ON_MISMATCH: tuple[str, ...] = ("fallback", "call", "raise")
 # Distinct out-of-envelope signatures logged at WARNING; later ones, and repeats, at DEBUG.
 _WARN_SIGNATURES = 64
-# Unsampled calls' host times wait on a lock-free queue; one call in this many folds them in.
-_FOLD_EVERY = 1024  # a power of two: the fast path folds when tick & (_FOLD_EVERY - 1) == 0
 _NEVER = 1 << 62  # the tick of the next sampled call when nothing is sampled
 
 
@@ -128,8 +115,8 @@ class Guard(nn.Module):
         self._canary: Canary | None = None
         self.decisions: list[Decision] = []
         self._warned: set[tuple[str, ...]] = set()
-        # The unsampled call (see _fast_path), or None when every call takes the routed path; a
-        # plain attribute, not a submodule.
+        # The unsampled call (fastpath.unsampled_call), or None when every call takes the routed
+        # path; a plain attribute, not a submodule.
         self.__dict__["_fast"] = None
         self._shadow_at = [_NEVER]  # the tick of the next sampled call, read without the lock
         self._envelope: Envelope | None = envelope
@@ -177,18 +164,18 @@ class Guard(nn.Module):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "host_time_every" and (
-            not isinstance(value, int) or not 1 <= value <= _FOLD_EVERY or value & (value - 1)
+            not isinstance(value, int) or not 1 <= value <= FOLD_EVERY or value & (value - 1)
         ):  # the unsampled path masks the tick with it, and folds on a timed call
             raise ValueError(
-                f"host_time_every must be a power of two up to {_FOLD_EVERY}, got {value}"
+                f"host_time_every must be a power of two up to {FOLD_EVERY}, got {value}"
             )
         super().__setattr__(name, value)
-        if name in _REFRESH_ON and "_fast" in self.__dict__:  # what the unsampled path holds
+        if name in REFRESH_ON and "_fast" in self.__dict__:  # what the unsampled path holds
             self._refresh()
 
     def _refresh(self) -> None:
-        """The unsampled call's function (_fast_path), or None (every call takes the routed
-        path): not while the guard falls back, runs a canary, checks every output or is
+        """The unsampled call's function (fastpath.unsampled_call), or None (every call takes the
+        routed path): not while the guard falls back, runs a canary, checks every output or is
         compiled. Under the lock (or before any call)."""
         fast = (
             self._tripped is None
@@ -196,7 +183,7 @@ class Guard(nn.Module):
             and self._check_finite == "sampled"
             and self._compiled_call_impl is None
         )
-        self.__dict__["_fast"] = _fast_path(self) if fast else None
+        self.__dict__["_fast"] = unsampled_call(self) if fast else None
 
     def _gap(self, tick: int) -> int:
         """The tick of the next sampled call after `tick`: a geometric gap, so that each call is
@@ -220,12 +207,12 @@ class Guard(nn.Module):
         return self._call(args, kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        if _hooked_globally() or _hooked(self):
+        if hooked_globally() or hooked(self):
             return nn.Module.__call__(self, *args, **kwargs)
         return self._run(args, kwargs, False)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._run(args, kwargs, _hooked_globally())
+        return self._run(args, kwargs, hooked_globally())
 
     def _run(self, args: tuple, kwargs: dict, hooked_globally: bool) -> Any:
         tick = next(self._ticks)
@@ -234,7 +221,7 @@ class Guard(nn.Module):
             envelope = self._envelope
             if envelope is None or envelope.admits(args):
                 # The unsampled call: no lock, nothing allocated on the device.
-                run = kernel if hooked_globally or _hooked(kernel) else kernel.forward
+                run = kernel if hooked_globally or hooked(kernel) else kernel.forward
                 if self.capture_safe:
                     try:
                         return run(*args)
@@ -251,7 +238,7 @@ class Guard(nn.Module):
                 except Exception as e:
                     return self._kernel_raised(e, args, kwargs)
                 self._pending.append(time.perf_counter() - t0)
-                if not tick % _FOLD_EVERY:
+                if not tick % FOLD_EVERY:
                     self._fold_now()
                 return out
         return self._routed(tick, args, kwargs)
@@ -681,144 +668,6 @@ def guard(
         on_mismatch=on_mismatch,
         canary=canary,
         **options,
-    )
-
-
-# The attributes the unsampled path's function holds: setting one on the guard rebuilds it.
-_REFRESH_ON = frozenset(
-    (
-        "optimized",
-        "capture_safe",
-        "host_time_every",
-        "_compiled_call_impl",
-        "_forward_hooks",
-        "_forward_pre_hooks",
-        "_backward_hooks",
-        "_backward_pre_hooks",
-    )
-)
-
-
-def _fast_path(guard: Guard) -> Any:
-    """The unsampled call as one function of (guard, args), everything it reads bound in its
-    namespace (an nn.Module's attribute reads go through its __getattr__ hook, ~40 ns each):
-
-    - the hooks nn.Module.__call__ would run, on every module, on the guard and on the kernel, a
-      torch.compile'd kernel, and a torch.jit.trace recording module scopes (only then does
-      nn.Module's _slow_forward do more than forward): any of them, and the call goes back to
-      Guard._call, which takes nn.Module's call;
-    - one tick of the call counter, compared with the tick of the next sampled call;
-    - the envelope's compiled check (Envelope.checker), when there is an envelope;
-    - the kernel's forward, read off the kernel at each call (as nn.Module.__call__ reads it),
-      one call in host_time_every timed with two perf_counter reads onto the lock-free queue
-      (none with capture_safe).
-
-    A sampled tick or an input outside the envelope goes to Guard._routed with its tick. The
-    function is generated (its source is its docstring): the envelope's condition is written
-    into it rather than called, and everything it reads is a name of its own namespace (no
-    value is written into the source). It holds no reference to the guard (passed in): no cycle
-    keeps a dropped guard's kernel alive. Built by _refresh whenever what it holds changes."""
-    envelope = guard._envelope
-    ns: dict[str, Any] = {
-        "kernel": guard._modules["optimized"],
-        # The kernel's hook dicts are read at each call (torch may rebind them); the guard's own
-        # are bound here: rebinding one (__setattr__) rebuilds this function.
-        "kd": guard._modules["optimized"].__dict__,
-        "gf": guard._forward_hooks,
-        "gfp": guard._forward_pre_hooks,
-        "gb": guard._backward_hooks,
-        "gbp": guard._backward_pre_hooks,
-        "g1": _GLOBAL_HOOKS[0],
-        "g2": _GLOBAL_HOOKS[1],
-        "g3": _GLOBAL_HOOKS[2],
-        "g4": _GLOBAL_HOOKS[3],
-        "jit_trace": _jit_trace,
-        "shadow_at": guard._shadow_at,
-        "tick_of": guard._ticks.__next__,
-        "clock": time.perf_counter,
-        "queue": guard._pending.append,
-    }
-    lines = [
-        "def fast(g, args):",
-        "    if (g1 or g2 or g3 or g4 or gf or gfp or gb or gbp",
-        '            or kd["_forward_hooks"] or kd["_forward_pre_hooks"]',
-        '            or kd["_backward_hooks"] or kd["_backward_pre_hooks"]',
-        '            or ("_compiled_call_impl" in kd and kd["_compiled_call_impl"] is not None)',
-        "            or jit_trace._trace_module_map is not None):",
-        "        return g._call(args, {})",
-        "    tick = tick_of()",
-        "    if tick >= shadow_at[0]:",
-        "        return g._routed(tick, args, {})",
-    ]
-    if envelope is not None:  # its check inline, not a call (envelope.condition)
-        expr, env_ns = envelope.condition
-        ns.update(env_ns)
-        lines += [
-            "    try:",
-            f"        inside = {expr}",
-            "    except Exception:",
-            "        inside = False",
-            "    if not inside:",
-            "        return g._routed(tick, args, {})",
-        ]
-    if not guard.capture_safe:
-        lines += [
-            f"    if tick & {guard.host_time_every - 1}:  # not one of the timed calls",
-            "        try:",
-            "            return kernel.forward(*args)",
-            "        except Exception as e:",
-            "            return g._kernel_raised(e, args, {})",
-            "    t0 = clock()",
-            "    try:",
-            "        out = kernel.forward(*args)",
-            "    except Exception as e:",
-            "        return g._kernel_raised(e, args, {})",
-            "    queue(clock() - t0)",
-            f"    if not tick & {_FOLD_EVERY - 1}:",
-            "        g._fold_now()",
-            "    return out",
-        ]
-    else:
-        lines += [
-            "    try:",
-            "        return kernel.forward(*args)",
-            "    except Exception as e:",
-            "        return g._kernel_raised(e, args, {})",
-        ]
-    source = "\n".join(lines) + "\n"
-    exec(compile(source, f"<kernelwright guard {guard.name}>", "exec"), ns)  # names only
-    fast = ns["fast"]
-    fast.__doc__ = source
-    return fast
-
-
-# nn.Module's hooks on every module: dicts that torch mutates and never rebinds.
-_GLOBAL_HOOKS = (
-    _nn_module._global_forward_hooks,
-    _nn_module._global_forward_pre_hooks,
-    _nn_module._global_backward_hooks,
-    _nn_module._global_backward_pre_hooks,
-)
-_tracing_state = torch._C._get_tracing_state
-_jit_trace = importlib.import_module("torch.jit._trace")  # its _trace_module_map, read per call
-
-
-def _hooked_globally() -> bool:
-    """A hook on every module, or a TorchScript trace in progress: calls must go through
-    nn.Module.__call__ (what nn.Module._call_impl looks at before it calls forward)."""
-    g1, g2, g3, g4 = _GLOBAL_HOOKS
-    return bool(g1 or g2 or g3 or g4 or _tracing_state())
-
-
-def _hooked(module: nn.Module) -> bool:
-    """A hook on `module` itself, or a torch.compile'd call (module.compile()): calling it must
-    go through nn.Module.__call__."""
-    return bool(
-        module._forward_hooks
-        or module._forward_pre_hooks
-        or module._backward_hooks
-        or module._backward_pre_hooks
-        or module._compiled_call_impl is not None
     )
 
 

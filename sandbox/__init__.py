@@ -4,6 +4,9 @@ Usable on its own, without the agent stack:
 
     from kernelwright.sandbox import evaluate, EvalConfig
     result = evaluate("task.py", open("candidate.py").read(), EvalConfig(dtype="fp16"))
+
+May import: `judge/` (this face hands on its EvalPool) and the sandbox's own modules; sealed:
+nothing of kernelwright outside sandbox/. Its subpackages say what each may import.
 """
 
 from __future__ import annotations

@@ -25,10 +25,10 @@ from kernelwright.agents.state import (
     add_usage,
     best_candidate,
 )
-from kernelwright.agents.tester import evaluate_candidate, sweep, tunables, with_values
-from kernelwright.commands.progress import RunProgress
+from kernelwright.agents.tester import evaluate_candidate, sweep
+from kernelwright.codegen.tunables import tune_constants, with_values
+from kernelwright.commands.progress import RunProgress, format_event
 from kernelwright.run.config import RunConfig, parse_duration, resolve_config
-from kernelwright.run.rundir import format_event
 from kernelwright.sandbox import rules
 from kernelwright.sandbox.results import Correctness, EvalResult, KernelStats, Mismatch, Roofline
 
@@ -181,7 +181,7 @@ def test_source_problem_names_the_rule_and_line() -> None:
 
 # -- tunables and the sweep -----------------------------------------------------------------------
 def test_tunables_are_read_from_tune_comments() -> None:
-    found = {t.name: (t.value, t.options) for t in tunables(GELU)}
+    found = {t.name: (t.value, t.options) for t in tune_constants(GELU)}
     assert found == {
         "BLOCK_SIZE": (1024, (256, 512, 1024, 2048, 4096)),
         "NUM_WARPS": (4, (2, 4, 8)),
@@ -192,13 +192,13 @@ def test_with_values_rewrites_in_place_and_keeps_the_comment() -> None:
     tuned = with_values(GELU, {"BLOCK_SIZE": 256})
     ast.parse(tuned)
     assert "BLOCK_SIZE = 256  # tune: 256, 512, 1024, 2048, 4096" in tuned
-    assert {t.name: t.value for t in tunables(tuned)} == {"BLOCK_SIZE": 256, "NUM_WARPS": 4}
+    assert {t.name: t.value for t in tune_constants(tuned)} == {"BLOCK_SIZE": 256, "NUM_WARPS": 4}
     assert tuned.replace("= 256  #", "= 1024  #") == GELU
 
 
 def _block_time(source: str) -> float:
     """A fake GPU: BLOCK_SIZE 2048 is fastest; NUM_WARPS 8 helps a little."""
-    values = {t.name: t.value for t in tunables(source)}
+    values = {t.name: t.value for t in tune_constants(source)}
     ms = {256: 4.0, 512: 2.0, 1024: 1.0, 2048: 0.5, 4096: 0.8}[values["BLOCK_SIZE"]]
     return ms * (0.9 if values["NUM_WARPS"] == 8 else 1.0)
 
@@ -207,7 +207,7 @@ def test_sweep_keeps_the_fastest_verified_values_within_its_limit(tmp_path) -> N
     pool = FakePool(lambda src: ok_result(median_ms=_block_time(src), eager_ms=2.0))
     ctx = make_context(tmp_path, pool, interpreter=False)
     best, result, trials = sweep(ctx, GELU, ok_result(1.0, 2.0), limit=6)
-    assert {t.name: t.value for t in tunables(best)} == {"BLOCK_SIZE": 2048, "NUM_WARPS": 8}
+    assert {t.name: t.value for t in tune_constants(best)} == {"BLOCK_SIZE": 2048, "NUM_WARPS": 8}
     assert result.timings.candidate.median_ms == pytest.approx(0.45)
     assert len(pool.calls) == len(trials) == 6  # 4 other block sizes, then 2 of the 3 warps
 

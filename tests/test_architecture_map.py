@@ -19,7 +19,7 @@ MAP = ROOT / "ARCHITECTURE.md"
 NOT_ROOMS = ("tests", "benchmarks")
 
 
-def _python_files(root: Path) -> list[Path]:
+def python_files(root: Path) -> list[Path]:
     """The tree's .py files, without what git ignores (a checkout's copy of the KernelBench
     tasks under shared/, build outputs); every file where git cannot say."""
     try:
@@ -37,7 +37,7 @@ def _python_files(root: Path) -> list[Path]:
 
 def package_files(root: Path = ROOT) -> list[Path]:
     found = []
-    for path in _python_files(root):
+    for path in python_files(root):
         rel = path.relative_to(root)
         if rel.parts[0] in NOT_ROOMS or any(p.startswith(".") for p in rel.parts):
             continue

@@ -9,6 +9,7 @@ import pytest
 from test_codegen_harness import TASKS, check_equal, task_path
 
 from kernelwright.codegen import FusionResult, generate
+from kernelwright.codegen.tunables import tune_constants
 from kernelwright.sandbox.rules import format_violations
 from kernelwright.sandbox.static.check import static_check
 from kernelwright.sandbox.task import load_task
@@ -38,11 +39,10 @@ def test_result_fields_and_tunables():
     assert isinstance(result, FusionResult) and result.ok
     assert result.groups == ("matmul: linear -> gelu -> mul -> add",)
     assert set(result.tunables) >= {"MATMUL_BLOCK_M", "MATMUL_TF32X3"}
+    declared = {t.name: t for t in tune_constants(result.source)}  # the one reader of the format
     for name, choices in result.tunables.items():
-        line = re.search(rf"^{name} = (\d+)  # tune: (.*)$", result.source, re.M)
-        assert line, name
-        assert tuple(int(v) for v in line.group(2).split(", ")) == choices
-        assert int(line.group(1)) in choices
+        assert declared[name].options == choices
+        assert declared[name].value in choices
 
 
 def test_fp16_tiles_differ():

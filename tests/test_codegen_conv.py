@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_codegen_harness import DEVICE, check_equal, task_path
 
-from kernelwright.agents.tester import tunables
 from kernelwright.codegen import generate
+from kernelwright.codegen.tunables import tune_constants
 
 # The three implementations the sweep chooses from. F=None on the Triton ones: the launcher must
 # not reach torch's convolution there (a candidate module without F would fail if it did).
@@ -63,7 +63,7 @@ def test_bf16_tensor_cores(tmp_path):
 
 def test_conv_impl_is_swept_first_with_cudnn_the_default():
     result = generate(task_path("conv_strided_groups"))
-    found = tunables(result.source)
+    found = tune_constants(result.source)
     assert found[0].name == "CONV_IMPL" and found[0].value == 0
     assert found[0].options == (0, 1, 2) == result.tunables["CONV_IMPL"]
 
@@ -82,7 +82,7 @@ def test_padding_modes_other_than_zeros_stay_torch(tmp_path):
 def test_evaluator_accepts_the_triton_kernels(impl):
     """The file the sweep tries for CONV_IMPL=1/2 passes the evaluator: static checks, guard,
     the other-shape variant, drift (the default, torch's, is in test_codegen_evaluate)."""
-    from kernelwright.agents.tester import with_values
+    from kernelwright.codegen.tunables import with_values
     from kernelwright.sandbox import EvalConfig, evaluate
 
     for name in ("conv_strided_groups", "conv_transpose"):

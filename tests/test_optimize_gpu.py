@@ -11,7 +11,7 @@ from fake_openai import reply
 from test_agents_support import EXAMPLES, TASKS
 
 from kernelwright import cli
-from kernelwright.agents.tester import tunables
+from kernelwright.codegen.tunables import tune_constants
 
 pytest_plugins = ["fake_openai"]
 pytestmark = pytest.mark.gpu
@@ -54,7 +54,7 @@ def test_llm_candidate_is_timed_and_swept_on_the_gpu(tmp_path, fake_openai):
     assert 0 < len(trials) <= 6  # RunConfig.tune_limit
     assert all(t["median_ms"] for t in trials if t["status"] == "ok")
     if (cand / "tuned.py").exists():  # the sweep found faster constants: they stay in the file
-        tuned = {t.name: t.value for t in tunables((cand / "tuned.py").read_text())}
+        tuned = {t.name: t.value for t in tune_constants((cand / "tuned.py").read_text())}
         assert run["best"] is None or tuned == run["best"]["tuned"]
     _check_best(run, run_dir)
 

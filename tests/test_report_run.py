@@ -281,7 +281,7 @@ def test_a_duplicate_shows_the_candidate_it_repeats_with_its_verdict(tmp_path):
 def test_reports_say_the_dtype_precision_and_sizes_that_ran(tmp_path):
     """A bf16 run read exactly like an fp32 one: dtype, precision policy and the sizes used (the
     CPU shrink included) are in the verdict and the facts of report.md and report.html."""
-    from kernelwright.decisions import verdict
+    from kernelwright.report.verdict import verdict
     from kernelwright.sandbox.results import Correctness
 
     checked = Correctness(trials=1, shapes=({"N": 64}, {"N": 55}))

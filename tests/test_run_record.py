@@ -12,7 +12,8 @@ from test_agents_support import EXAMPLES, TASKS, FakePool, make_context, ok_resu
 
 from kernelwright.agents import finalize as finalize_mod
 from kernelwright.agents.state import Candidate, Idea, Plan, Usage
-from kernelwright.agents.tester import evaluate_candidate, tunables, with_values
+from kernelwright.agents.tester import evaluate_candidate
+from kernelwright.codegen.tunables import tune_constants, with_values
 from kernelwright.report.run import write_run_report
 from kernelwright.run.record import RunRecord
 from kernelwright.run.records import best_kernels, sync_record, sync_run
@@ -28,7 +29,7 @@ TASK_HASH = load_task(TASKS / "gelu.py").hash
 
 def _block_time(source: str) -> float:
     """A fake GPU: BLOCK_SIZE 2048 is fastest; NUM_WARPS 8 helps a little."""
-    values = {t.name: t.value for t in tunables(source)}
+    values = {t.name: t.value for t in tune_constants(source)}
     ms = {256: 4.0, 512: 2.0, 1024: 1.0, 2048: 0.5, 4096: 0.8}[values["BLOCK_SIZE"]]
     return ms * (0.9 if values["NUM_WARPS"] == 8 else 1.0)
 

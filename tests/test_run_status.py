@@ -15,7 +15,7 @@ import pytest
 import torch
 from test_cli_support import FAST, TASKS, kw
 
-from kernelwright.decisions import run_owner, run_status
+from kernelwright.run.owner import run_owner, run_status
 from kernelwright.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,6 +48,7 @@ def test_a_running_run_whose_process_is_gone_reads_as_interrupted(tmp_path):
         recycled = {**run_owner(), "started": "0"}
         assert run_status({"status": "running", "owner": recycled}) == "interrupted"
     assert run_status({"status": "done", "owner": dead}) == "done"
+    assert run_status({}) == "?"
 
     write_run(tmp_path / "runs", "gelu-killed", owner=dead)
     code, out, _ = kw("runs", "--out", tmp_path / "runs")

@@ -22,6 +22,10 @@ What the agents use (all importable from here):
 Replies (replies): reasoning (`<think>` blocks, `reasoning_content`) is split off before anyone
 parses the text; `finish_reason="length"` is continued (or, when nothing visible came back, the
 output budget is raised within the window); `content_filter` fails at once and is never repeated.
+
+May import: `errors.py`, `knobs.py` (its variables), `store.py` (the reply cache's file
+beside the results store), `sandbox/` (its errors' root and the evaluation config a reply cache
+key names). Never the nodes beside it (`agents/`): they import the client, not the reverse.
 """
 
 from .cache import ResponseCache

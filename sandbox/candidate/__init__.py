@@ -5,7 +5,7 @@ zygote.py is started under bubblewrap by the judge and forks one process per can
 (integrity.py), launch counting (launches.py) and the Triton interpreter's fixes
 (tritoncompat.py).
 
-May import: the sandbox's shared words (config, results, contract, rules), crossing/, static/,
-task/. Never judge/: tests/test_sandbox_layout.py fails on any import of it, direct or through
-another kernelwright module.
+May import: the sandbox's shared words (`config.py`, `results.py`, `contract.py`, `rules.py`,
+`errors.py`), `crossing/`, `static/`, `task/`. Never judge/: tests/test_sandbox_layout.py
+fails on any import of it, direct or through another kernelwright module.
 """

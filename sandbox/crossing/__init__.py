@@ -8,6 +8,6 @@ virtual memory shared by descriptor), arena.py with arena.c (the candidate's dev
 allocator in a region the judge owns), outputs.py (a call's output leaves, both sides walk
 them). warmup.py warms Triton in either process.
 
-May import: the sandbox's shared words (config, results, contract, rules). Never judge/ or
-candidate/.
+May import: the sandbox's shared words (`config.py`, `results.py`, `contract.py`, `rules.py`,
+`errors.py`). Never judge/ or candidate/.
 """

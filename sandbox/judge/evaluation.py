@@ -1,9 +1,10 @@
 """The judge's evaluation of one candidate: correctness, the reuse check, timing and memory.
 
-Over 700 lines, for now: the judge v3 (issue 30) added the regions, the arena's reading and the
-memory measured from outside to the checks in one class; issue 26's split of sandbox/ into the
-judge's side, the candidate's and what crosses is where the output reading (`rebuild`,
-`from_arena`) and the memory measurement move to rooms of their own.
+Over 700 lines because the judge v3 (issue 30) added the regions, the arena's reading and the
+memory measured from outside to the checks of one class, which share its state; the sandbox/
+split moved the files, not this class's logic, and the output reading (`rebuild`, `from_arena`)
+and the memory measurement are still to move to modules of their own with the judge's next
+change to this file.
 
 Runs in the judge (worker.py), which holds the reference, the float64 reference, the pristine
 inputs, the tolerances and the roofline. The candidate runs in a process of its own

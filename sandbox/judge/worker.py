@@ -12,8 +12,8 @@ CUDA context, compile and calls. HOME holds the candidates' directories (the onl
 sandbox can write); PRIVATE holds torch.compile's caches for the reference and the candidates'
 device allocator (arena.c, built here, bound read-only into the sandbox).
 
-Over 700 lines (730) since the zygote's hardening and the allocator's build: the task context
-(`_build_context`, `_shape`, `_variant`, `_prepare_timing`) moves out with issue 26's split.
+What it holds of a task is shape.py's (Shape, TaskContext); the machine its results name,
+machine.py's.
 """
 
 from __future__ import annotations
@@ -27,20 +27,20 @@ import faulthandler
 import gc
 import json
 import os
-import platform
 import random
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import EvalConfig
 from ..crossing.isolation import isolate_network, set_limits
-from ..results import Baseline, Environment, EvalResult, OpTime, Timings
+from ..results import Baseline, EvalResult, OpTime, Timings
 from .evaluation import Evaluation
+from .machine import environment_dict, judge_environment, sandbox_device
 from .remote import Sandbox
+from .shape import Shape, TaskContext, float_dtype_of, nbytes, template_of
 from .timed import _interpreter_timings
 from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
 
@@ -49,66 +49,6 @@ from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
 _MAX_EVALUATIONS_PER_WORKER = 256
 # Attempts at a valid "other shape" before recording that only the default shape was checked.
 _MAX_VARIANT_ATTEMPTS = 6
-
-
-@dataclass
-class Shape:
-    """The task at one setting of its size constants: reference models and what they produce."""
-
-    sizes: dict[str, int]
-    ns: dict[str, Any]
-    init_inputs: list[Any]
-    ref: Any  # the reference nn.Module, parameters re-drawn, in the evaluation dtype
-    ref64: Any  # the same values in float64: the yardstick for precision
-    out_meta: list[tuple[tuple[int, ...], Any]]  # (shape, dtype) of each tensor output
-    overrides: dict[str, Any] = field(default_factory=dict)  # what task_namespace was given
-    seed: int = 0  # the seed of get_init_inputs and of the parameters' re-draw
-    out_template: Any = None  # the reference's output with meta tensors: its structure only
-    input_bytes: int = 0
-    output_bytes: int = 0
-    param_bytes: int = 0
-    ref_peak: int | None = None  # peak device memory of one reference call (CUDA only)
-    _ref64_host: Any = None
-
-    @property
-    def footprint(self) -> int:
-        """Bytes of the reference's inputs, outputs and parameters."""
-        return self.input_bytes + self.output_bytes + self.param_bytes
-
-    def ref64_on_host(self):
-        """The float64 reference moved to the host, for a task whose float64 run does not fit
-        on the device: from then on every float64 reference of this shape is computed there."""
-        if self._ref64_host is None:
-            self._ref64_host = self.ref64.to("cpu")
-        return self._ref64_host
-
-
-@dataclass
-class TaskContext:
-    """Everything about a task that does not depend on the candidate; cached per worker."""
-
-    task: Any
-    dtype: Any
-    main: Shape
-    variant: Shape | None
-    variant_note: str
-    degenerate: bool
-    compiled: Any = None
-    compiled_error: str | None = None
-    work: tuple[int, int] | None = None
-    ceilings: Any = None
-    notes: list[str] = field(default_factory=list)
-    setup_s: dict[str, float] = field(default_factory=dict)  # seconds per step of building it
-    # Eager's and torch.compile's rounds by the judge's clock, kept for the next candidates of
-    # the same config (timed.py BASELINE_TTL_S): (config key, when, calls, fill ms, samples).
-    baseline: tuple[str, float, int, float, dict[str, Any]] | None = None
-    # The wall's share of a round (timed.py calibrate_wall), measured in an earlier candidate's
-    # process before its code was imported, kept beside the baseline and for as long:
-    # (config key, when, the reference's ms a call through the wall, its round parts, claims,
-    # the round less its process's own calls per call, or None where it gave no account).
-    wall: (
-        tuple[str, float, float, tuple[float, ...], list[tuple[float, ...]], float | None] | None
-    ) = None
 
 
 class Worker:
@@ -158,11 +98,11 @@ class Worker:
         # The candidate's layers (the sandbox's, then the audit hook inside its interpreter),
         # then the judge's own limits.
         held = tuple(dict.fromkeys([*self._sandbox.layers, "audit-hook", *layers]))
-        self.environment = _environment(torch, self.cuda, held, self.sandbox_note)
+        self.environment = judge_environment(torch, self.cuda, held, self.sandbox_note)
 
     def _new_sandbox(self) -> Sandbox:
         return Sandbox(
-            _sandbox_device(self.torch, self.cuda),
+            sandbox_device(self.torch, self.cuda),
             self.home,
             os_sandbox=self.os_sandbox,
             triton_seed=self.triton_seed,
@@ -212,7 +152,9 @@ class Worker:
         return self.gate.hold(mode, on_wait=on_wait, **callbacks)
 
     def serve(self, stdin) -> None:
-        self.send({"type": "ready", "pid": os.getpid(), "environment": _asdict(self.environment)})
+        self.send(
+            {"type": "ready", "pid": os.getpid(), "environment": environment_dict(self.environment)}
+        )
         for line in stdin:
             if not line.strip():
                 continue
@@ -380,10 +322,10 @@ class Worker:
             meta,
             overrides=dict(overrides),
             seed=seed,
-            out_template=_template(out, torch),
-            input_bytes=_bytes([x for x in inputs if isinstance(x, torch.Tensor)]),
-            output_bytes=_bytes(leaves),
-            param_bytes=_bytes(params),
+            out_template=template_of(out, torch),
+            input_bytes=nbytes([x for x in inputs if isinstance(x, torch.Tensor)]),
+            output_bytes=nbytes(leaves),
+            param_bytes=nbytes(params),
         )
         if self.cuda:
             torch.cuda.synchronize()
@@ -397,7 +339,7 @@ class Worker:
         from ..task import build_inputs
         from .compare import same_bits
 
-        dtype = _dtype_of(shape.ref, self.torch)
+        dtype = float_dtype_of(shape.ref, self.torch)
         a, b = (build_inputs(shape.ns, dtype, self.device, self.rng.randrange(2**31)) for _ in "ab")
         pairs = [
             (x, y)
@@ -411,7 +353,7 @@ class Worker:
         from .compare import flatten_outputs, same_bits
 
         inputs = build_inputs(
-            shape.ns, _dtype_of(shape.ref, self.torch), self.device, self.rng.randrange(2**31)
+            shape.ns, float_dtype_of(shape.ref, self.torch), self.device, self.rng.randrange(2**31)
         )
         if not any(isinstance(x, self.torch.Tensor) for x in inputs):
             return False
@@ -633,50 +575,6 @@ class Worker:
 # -- small pure helpers ----------------------------------------------------------------------------
 
 
-def _template(out: Any, torch) -> Any:
-    """The output's structure with every tensor replaced by a meta tensor of its shape and
-    dtype (structure checks need no values, and a task's outputs can fill the device)."""
-    if isinstance(out, torch.Tensor):
-        return torch.empty(out.shape, dtype=out.dtype, device="meta")
-    if isinstance(out, (tuple, list)):
-        return type(out)(_template(v, torch) for v in out)
-    if isinstance(out, dict):
-        return {k: _template(v, torch) for k, v in out.items()}
-    return out
-
-
-def _bytes(tensors: list[Any]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def _sandbox_device(torch, cuda: bool) -> str:
-    """ "cpu", or "cuda:M" with M the minor number of this judge's GPU's device node
-    (/dev/nvidiaM): the sandbox binds that node and no other GPU's."""
-    if not cuda:
-        return "cpu"
-    props = torch.cuda.get_device_properties(0)
-    bus = getattr(props, "pci_bus_id", None)
-    domain = getattr(props, "pci_domain_id", 0)
-    device = getattr(props, "pci_device_id", 0)
-    if bus is not None:
-        info = f"/proc/driver/nvidia/gpus/{domain:04x}:{bus:02x}:{device:02x}.0/information"
-        try:
-            with open(info) as f:
-                for line in f:
-                    if line.startswith("Device Minor:"):
-                        return f"cuda:{int(line.split(':')[1])}"
-        except (OSError, ValueError):
-            pass
-    return "cuda:all"
-
-
-def _dtype_of(model, torch):
-    for p in list(model.parameters()) + list(model.buffers()):
-        if p.is_floating_point():
-            return p.dtype
-    return torch.get_default_dtype()
-
-
 def _drop_from_import_path(home: Path) -> None:
     """`python -m` puts the working directory, the candidate's home, first on sys.path: a module
     the candidate wrote there would shadow any module the evaluator imports later (torch.compile
@@ -702,34 +600,6 @@ def _environ(name: str, value: str):
             os.environ.pop(name, None)
         else:
             os.environ[name] = old
-
-
-def _environment(torch, cuda: bool, layers: tuple[str, ...], note: str = "") -> Environment:
-    import triton
-
-    gpu = driver = cuda_version = ""
-    if cuda:
-        gpu = torch.cuda.get_device_name(0)
-        cuda_version = torch.version.cuda or ""
-        from .roofline import driver_version
-
-        driver = driver_version()
-    return Environment(
-        device="cuda" if cuda else "cpu",
-        gpu=gpu,
-        driver=driver,
-        cuda=cuda_version,
-        torch=torch.__version__,
-        triton=triton.__version__,
-        python=platform.python_version(),
-        interpreter=not cuda,
-        isolation=layers,
-        sandbox_note=note,
-    )
-
-
-def _asdict(env: Environment) -> dict[str, Any]:
-    return json.loads(json.dumps(dataclasses.asdict(env)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,5 +6,6 @@ child under size, time and memory limits; pyparse.py (the one parse lock) and so
 (the one reading of a source as UTF-8) are shared with the task loader and the candidate's
 process.
 
-May import: the sandbox's shared words (contract, rules). Never judge/, candidate/ or task/.
+May import: the sandbox's shared words (`contract.py`, `rules.py`). Never judge/, candidate/ or
+task/.
 """

@@ -6,8 +6,8 @@ shape" sizes; shrink.py the sizes that fit the CPU interpreter's budget; build.p
 reference and its inputs. metashapes.py gives recurrent modules' outputs on meta tensors. This
 face hands on their public names (`from kernelwright.sandbox.task import load_task`).
 
-May import: the sandbox's shared words (contract) and static/pyparse.py. Never judge/ or
-candidate/ (the candidate's process loads tasks too: tests/test_sandbox_layout.py).
+May import: the sandbox's shared words (`contract.py`, `errors.py`) and `static/pyparse.py`.
+Never judge/ or candidate/ (the candidate's process loads tasks too: tests/test_sandbox_layout.py).
 """
 
 from __future__ import annotations
