@@ -83,6 +83,10 @@ class TimedChecks:
 
     if TYPE_CHECKING:  # the attributes and methods of Evaluation, which this is a part of
         timed_edge_cases: int
+        eager_ms: float | None
+        wall_ms: float | None
+        wall_overhead_ms: float | None
+        wall_around_ms: float | None
 
         def __getattr__(self, name: str) -> Any: ...
 
