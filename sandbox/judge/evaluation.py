@@ -98,6 +98,8 @@ class Evaluation(TimedChecks):
         self.raw_candidate: Any = None  # the candidate's rounds with nothing taken out
         self.share_dropped = False  # the share made the time impossible: reported without it
         self.wall_error = ""  # why the wall's cost could not be measured
+        self.wall_spread = 0.0  # the wall's rounds: interquartile range over their median
+        self.baseline_tries = 0  # eager's rounds measured this many times (impossible before)
         self.round_parts: tuple[float, ...] = ()  # medians: inputs, candidate's part, copy
         self.wall_parts: tuple[float, ...] = ()  # the same of the reference's rounds
         # What the candidate's process says of its rounds (reference rounds: True), a claim.
@@ -131,7 +133,7 @@ class Evaluation(TimedChecks):
             self.open_region("main", self.ctx.main, max(calls, held))
             if timed and kept is None:  # before the candidate's process: nothing of it beside
                 self.calibrate(calls)
-                baseline = self.baseline_rounds(calls)
+                baseline = self.measured_baseline(calls)
                 self.keep_baseline(calls, baseline)
             if timed:
                 self.eager_ms = baseline["eager"].median_ms
@@ -245,7 +247,8 @@ class Evaluation(TimedChecks):
                     "before)"
                 )
                 + " before its code was imported, "
-                f"{self.wall_ms:.4f} ms a call, against eager's {self.eager_ms:.4f} ms in the "
+                f"{self.wall_ms:.4f} ms a call (the lower quartile of its rounds, "
+                f"{self.wall_spread:.1%} apart), against eager's {self.eager_ms:.4f} ms in the "
                 "judge's"
                 + (
                     f", the round less that process's own account of its calls "
@@ -280,13 +283,18 @@ class Evaluation(TimedChecks):
             if self.baseline_age_s is not None
             else ""
         )
+        if self.baseline_tries > 1:
+            kept += (
+                f" (measured {self.baseline_tries} times: the earlier rounds were under the "
+                "physical bound)"
+            )
         return (
             f"the judge's clock: median of {self.rounds_timed or self.timed_reps()} rounds of "
             f"{calls} call(s), fresh "
             "inputs written by the judge inside its clock, each call's output copied out by the "
             f"judge inside it; eager and torch.compile timed before the candidate's process "
-            f"existed{kept}; the judge's own part taken out ({cal}); L2 flushed before each round: "
-            f"{self.config.l2_flush}"
+            f"existed, from their inputs written{kept}; the judge's own part taken out ({cal}); "
+            f"L2 flushed before each round: {self.config.l2_flush}"
         )
 
     def notes(self) -> list[str]:
