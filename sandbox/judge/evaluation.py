@@ -247,8 +247,9 @@ class Evaluation(TimedChecks):
                     "before)"
                 )
                 + " before its code was imported, "
-                f"{self.wall_ms:.4f} ms a call (the lower quartile of its rounds, "
-                f"{self.wall_spread:.1%} apart), against eager's {self.eager_ms:.4f} ms in the "
+                f"{self.wall_ms:.4f} ms a call (the lower quartile of its rounds"
+                + (f", {self.wall_spread:.1%} apart" if self.wall_age_s is None else "")
+                + f"), against eager's {self.eager_ms:.4f} ms in the "
                 "judge's"
                 + (
                     f", the round less that process's own account of its calls "
