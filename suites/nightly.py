@@ -10,7 +10,7 @@ nightly`, a scripted one in tests), and so is how a search shows its progress (`
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -20,14 +20,11 @@ from ..kernel_versions import Revert
 from ..report.nightly import nightly_changes, write_nightly_report
 from ..run.config import RunConfig, eval_config_for
 from ..run.records import task_hash_for
-from ..run.rundir import EventListener, best_files, shrunk_for_interpreter
+from ..run.rundir import best_files, shrunk_for_interpreter
 from ..sandbox.results import Environment, EvalResult
 from ..sandbox.task import Task, TaskError, load_task
 from ..store import BestKernel, Store, StoreError, gpu_of, variant_key
-from .tasks import Optimize, task_label
-
-# A search's progress listener, given the prefix of its lines ('[gelu] ').
-Progress = Callable[[str], EventListener]
+from .tasks import Optimize, Progress, task_label
 
 
 def today() -> str:

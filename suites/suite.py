@@ -13,7 +13,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,15 +23,13 @@ from ..cluster import Evaluator, open_evaluator
 from ..decisions import fastest
 from ..report.suite import suite_row, write_suite_report
 from ..run.config import RunConfig
-from ..run.rundir import EventListener, RunDir, run_candidates
+from ..run.rundir import RunDir, run_candidates
 from ..sandbox.judge.pool import cancel_open_pools
 from ..sandbox.results import Environment
 from ..sandbox.task import TaskError, load_task
 from ..store import Store
-from .tasks import Optimize, matches, task_label
+from .tasks import Optimize, Progress, matches, task_label
 
-# A task's progress listener, given the prefix of its lines ('[level1/01_relu] ').
-Progress = Callable[[str], EventListener]
 STATE_NAME = "suite_state.json"
 # Config fields that do not change what a run finds: where things go and how many processes.
 NOT_IN_KEY = frozenset(

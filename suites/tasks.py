@@ -1,6 +1,7 @@
 """The tasks of a suite or a night: task files given as they are, directories in KernelBench's
 layout (level*/NN_*.py) or flat; each task's label, and which labels a --redo pattern names. And
-what runs each task: an optimizer (graph.optimize, or a scripted one in tests)."""
+what runs each task: an optimizer (graph.optimize, or a scripted one in tests), and how its
+run shows its progress."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KernelwrightError
+from ..run.rundir import EventListener
 
 # What runs one task: graph.optimize's signature (config, task path, then keywords), run.json back.
 Optimize = Callable[..., dict[str, Any]]
+# How a task's run shows its progress: a listener, given the prefix of its lines ('[gelu] ').
+Progress = Callable[[str], EventListener]
 
 
 class SuiteError(KernelwrightError):
