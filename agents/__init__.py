@@ -4,5 +4,5 @@ their shared state (state.py), what a node needs at run time (context.py), the p
 
 May import: `llm/`, `run/`, `report/` (finalize writes the run's report), `codegen/` (the
 offline coder), `cluster/` (the evaluator's interface), `decisions.py`, `store.py`, `sandbox/`.
-Never `commands/` or `graph.py`, which stand above.
+Never `commands/`, `suites/` or `graph.py`, which stand above.
 """

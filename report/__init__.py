@@ -7,5 +7,5 @@ words). What they decide (best, regression, fast_p, what the verdict says won) i
 
 May import: `decisions.py` (what is best and why), `run/` (the candidate key and a run's
 status: rundir.py, owner.py), `store.py` (metrics.py's tables), `sandbox/` (EvalResult). Never
-`agents/`, `graph.py` or `commands/`.
+`agents/`, `graph.py`, `suites/` or `commands/`.
 """

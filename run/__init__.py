@@ -2,6 +2,6 @@
 locks, the CPU shrink of a task's sizes.
 
 May import: `knobs.py`, `decisions.py`, `errors.py`, `store.py` (records.py syncs a run into it),
-`cluster/` (the executors' names), `sandbox/`. Never `agents/`, `report/`, `graph.py` or
-`commands/`.
+`cluster/` (the executors' names), `sandbox/`. Never `agents/`, `report/`, `graph.py`,
+`suites/` or `commands/`.
 """

@@ -16,10 +16,10 @@ import pytest
 import torch
 from test_cli_support import EXAMPLES, FAST, TASKS, kw
 
-from kernelwright.commands.nightly import Nightly, failed
 from kernelwright.run.config import RunConfig
 from kernelwright.sandbox.results import Environment, EvalResult, Timing, Timings
 from kernelwright.store import Store
+from kernelwright.suites.nightly import Nightly, failed
 
 GELU = TASKS / "gelu.py"
 # The example GELU with a wrong cubic coefficient: every element off by a little.

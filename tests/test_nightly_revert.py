@@ -14,10 +14,10 @@ import torch
 from test_cli_support import EXAMPLES, kw
 from test_nightly import ENV, GELU, NEW, OLD, WRONG, ScriptedSearch, TimedPool, _gelu
 
-from kernelwright.commands.nightly import Nightly
 from kernelwright.run.config import RunConfig, eval_config_for
 from kernelwright.sandbox.results import EvalResult
 from kernelwright.store import Store, variant_key
+from kernelwright.suites.nightly import Nightly
 
 GOOD = (EXAMPLES / "gelu.py").read_text()
 

@@ -167,8 +167,8 @@ class TestRayPool:
 
 @pytest.mark.slow
 def test_a_ray_suite_interrupted_by_ctrl_c_resumes_with_each_task_once(ray_cluster, tmp_path):
-    from kernelwright.commands.suite import STATE_NAME, SuiteRunner
     from kernelwright.graph import optimize
+    from kernelwright.suites.suite import STATE_NAME, SuiteRunner
 
     tasks = [TASKS / "gelu.py", TASKS / "softmax.py"]
     config = RunConfig(

@@ -12,19 +12,11 @@ import pytest
 import torch
 from test_cli_support import TASKS, kw
 
-from kernelwright.commands.suite import (
-    STATE_NAME,
-    SuiteError,
-    SuiteRunner,
-    SuiteState,
-    device_groups,
-    find_tasks,
-    suite_key,
-    task_label,
-)
 from kernelwright.run.config import RunConfig
 from kernelwright.sandbox.task import load_task
 from kernelwright.store import Store
+from kernelwright.suites.suite import STATE_NAME, SuiteRunner, SuiteState, device_groups, suite_key
+from kernelwright.suites.tasks import SuiteError, find_tasks, task_label
 
 TASK_TEXT = (TASKS / "gelu.py").read_text()
 
@@ -346,8 +338,9 @@ def test_cli_redo_says_when_a_pattern_matches_nothing(tmp_path):
 
 
 def test_a_task_without_candidate_says_why_and_levels_are_summed_apart(tmp_path):
-    from kernelwright.commands.suite import summary_lines, task_row
+    from kernelwright.commands.suite import summary_lines
     from kernelwright.report.suite import suite_summary
+    from kernelwright.suites.suite import task_row
 
     run = {"run_id": "r", "stop_reason": "no-candidate", "stop_detail": "nothing to fuse: sort"}
     row = task_row("level2/15_sort_rows", tmp_path, run)
