@@ -237,7 +237,7 @@ def test_the_wall_share_never_credits_the_references_own_cost_in_the_sandbox():
 
 
 def test_a_kept_share_is_the_same_smaller_share():
-    from kernelwright.sandbox.judge.timed import wall_share
+    from kernelwright.sandbox.judge.estimates import wall_share
 
     assert wall_share(0.021, 0.010, 0.00625) == pytest.approx(0.00625)
     assert wall_share(0.021, 0.010, None) == pytest.approx(0.011)  # no account: as before

@@ -40,6 +40,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..results import EvalResult, Timings
+from .estimates import impossible_baseline, lower_quartile, spread, wall_share
 from .verdict import Verdict, _mismatch_text, _one_line, _to64
 
 # A timed round runs at least this long (n calls of eager's time), so the round trip's share of
@@ -648,55 +649,6 @@ def plan_calls(one_ms: float, set_bytes: int, most: int) -> int:
 def check_chunk(n: int, output_bytes: int) -> int:
     """Calls per stacked comparison of a round of n calls (1: call by call)."""
     return max(1, min(n, BATCH_CHECK_BYTES // max(output_bytes, 1)))
-
-
-def wall_share(through_ms: float, eager_ms: float, around_ms: float | None) -> float:
-    """What each of the candidate's calls is relieved of, from the reference's rounds through
-    the wall (before any candidate code was imported): the smaller of
-
-    - its time per call through the wall less eager's in the judge's own process, and
-    - the round less the reference process's own account of its n calls, per call (`around_ms`:
-      the channel, the context switches, the judge's copy, and nothing of the calls).
-
-    The first also takes out what the reference's own calls cost more in the sandboxed process
-    than in the judge's (a launch there costs ~1.3x a plain process's on the H200), a cost per
-    launch: a candidate with fewer launches than the reference would be credited with time it
-    never spent. The second takes out only the round's wall. The smaller of the two is at most
-    what the wall cost the reference's rounds, so the candidate's time is never less than its
-    work's; what its own launches cost more in the sandbox stays in its time (against it).
-    """
-    share = max(0.0, through_ms - eager_ms)
-    if around_ms is not None:
-        share = min(share, max(0.0, around_ms))
-    return share
-
-
-def lower_quartile(samples: list[float]) -> float:
-    """The first quartile of `samples` (the one sample of a list of one)."""
-    if len(samples) < 2:
-        return samples[0]
-    return statistics.quantiles(samples, n=4, method="inclusive")[0]
-
-
-def spread(samples: list[float]) -> float:
-    """The interquartile range of `samples` over their median (0 for fewer than two)."""
-    if len(samples) < 2:
-        return 0.0
-    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return (q3 - q1) / median if median > 0 else float("inf")
-
-
-def impossible_baseline(samples: dict[str, Any], bound_ms: float) -> str:
-    """What is wrong with eager's and torch.compile's rounds (their medians per call) against
-    the task's physical lower bound, or "" when both are possible."""
-    from .roofline import is_impossible
-
-    bad = [
-        f"{name} {s.median_ms:.4f} ms"
-        for name, s in samples.items()
-        if s is not None and is_impossible(s.median_ms, bound_ms)
-    ]
-    return ", ".join(bad)
 
 
 def settled(samples: list[float], reps: int) -> bool:
