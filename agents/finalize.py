@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..decisions import fastest
-from ..run.record import RunRecord, plan_summaries
+from ..run.record import CandidateRecord, RunRecord, plan_summaries
 from ..run.records import sync_record
 from ..run.rundir import RunDir, best_py_text, now_iso
 from .state import Candidate, RunState, Usage, best_candidate, round_summaries
@@ -93,6 +93,30 @@ def store_record(ctx: RunContext, record: RunRecord) -> None:
         ctx.rundir.event("store.error", error=ctx.store_error)
 
 
+def judged_records(candidates: list[Candidate]) -> dict[tuple[int, int], CandidateRecord]:
+    """The candidates the tester judged in this run, as the run's record holds them, from the
+    state (their verdicts are in it, typed): what their directories hold, without reading them
+    back. A duplicate (its verdict is its original's, its directory has none) and a candidate
+    that was never judged are left to the record to read; so is a tuned candidate of a
+    checkpoint older than the state's seed verdict."""
+    known = {}
+    for c in candidates:
+        if c.eval_finished is None or c.duplicate_of is not None or c.result is None:
+            continue
+        tuned = c.tuned_source is not None
+        if tuned and c.seed_result is None:
+            continue
+        known[(c.round, c.index)] = CandidateRecord(
+            round=c.round,
+            index=c.index,
+            kernel=c.source,
+            result=c.seed_result if tuned else c.result,
+            tuned_kernel=c.tuned_source,
+            tuned_result=c.result if tuned else None,
+        )
+    return known
+
+
 def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Node: best.py (only a verified candidate that beat the reference) and the final run.json."""
     ctx = runtime.context
@@ -151,6 +175,7 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         written,
         plan_summaries=plan_summaries([p.summary for p in state.get("plans", [])]),
         best_py=best_py_text(best.final_source or "") if best is not None else None,
+        known=judged_records(candidates),
     )
     report_error = write_report(rd, record)
     store_record(ctx, record)

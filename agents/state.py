@@ -131,6 +131,7 @@ class Candidate(BaseModel):
     summary: str = ""  # one line: EvalResult.summary() or why it was not evaluated
     problem: str = ""  # for no_code / static rejections: what the coder was told
     result: Verdict | None = None  # the judge's verdict on the final (tuned) source
+    seed_result: Verdict | None = None  # the verdict on `source` when tuned_source replaced it
     duplicate_of: str | None = None  # "round_02/cand_1" when the source was seen before
     followup: bool = False  # the coder needed its one follow-up request
     eval_started: float | None = None  # epoch seconds: the tester's span, for the time budget

@@ -120,7 +120,7 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
         speedup_eager=result.speedup_eager,
         cached=cached,
     )
-    tuned_source, tuned = None, {}
+    tuned_source, tuned, seed_result = None, {}, result
     if (skip := should_sweep(ctx, source, result)) is None:
         best_src, best_res, trials = sweep(ctx, source, result, ctx.config.tune_limit)
         rd.write_candidate_file(cand.round, cand.index, "sweep.json", _sweep_json(trials))
@@ -159,6 +159,7 @@ def evaluate_candidate(ctx: RunContext, cand: Candidate) -> Candidate:
             "result": result,
             "tuned_source": tuned_source,
             "tuned": tuned,
+            "seed_result": seed_result if tuned_source is not None else None,
         }
     )
 

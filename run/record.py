@@ -177,14 +177,21 @@ class RunRecord:
         *,
         plan_summaries: Mapping[int, str],
         best_py: str | None,
+        known: Mapping[tuple[int, int], CandidateRecord] | None = None,
     ) -> RunRecord:
         """The record of a run whose run.json, plans and best.py the caller holds (finalize has
-        just written them). The candidates' files and the log are read through `rundir`: the
-        graph's state keeps neither the seed's verdict of a tuned candidate nor the log."""
+        just written them), and the candidates it holds (`known`, by (round, index): the graph's
+        state, their verdicts typed). Any other candidate directory (one the state does not
+        account for: an attempt killed before its checkpoint) and the log are read through
+        `rundir`."""
+        known = known or {}
         return cls(
             path=rundir.path,
             run=dict(run),
-            candidates=tuple(CandidateRecord.read(r, k, d) for r, k, d in rundir.candidate_dirs()),
+            candidates=tuple(
+                known.get((r, k)) or CandidateRecord.read(r, k, d)
+                for r, k, d in rundir.candidate_dirs()
+            ),
             plan_summaries=dict(plan_summaries),
             events=tuple(e for e in rundir.events() if isinstance(e, dict)),
             best_py=best_py,

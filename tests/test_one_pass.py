@@ -211,3 +211,58 @@ def test_a_chat_opens_one_store_and_parses_its_task_once(tmp_path, counted):
     assert (counted["opens"], counted["syncs"], counted["parses"]) == (1, 2, 1)
     (run,) = Store(db).runs()
     assert run.status == "done"
+
+
+def test_finalize_takes_the_judged_candidates_from_the_state_not_their_files(
+    tmp_path, counted, monkeypatch
+):
+    """The run's record holds the tester's verdicts as the state has them: result.json is not
+    read back (issue 26: a result went round in circles), and the record is the same as one
+    read from the run directory afterwards."""
+    from kernelwright.agents import finalize
+    from kernelwright.run import record as record_module
+
+    reads: list = []
+    real_load = record_module._load_result
+    monkeypatch.setattr(record_module, "_load_result", lambda p: reads.append(p) or real_load(p))
+    kept: list = []
+    real_report = finalize.write_report
+    monkeypatch.setattr(
+        finalize, "write_report", lambda rd, r: kept.append(r) or real_report(rd, r)
+    )
+    runs = tmp_path / "runs"
+    code, out, err = kw("optimize", GELU, "--out", runs, "--db", tmp_path / "k.db", *OFFLINE)
+    assert code == 0, out + err
+    (held,) = kept
+    assert held.candidates and reads == []
+    monkeypatch.setattr(record_module, "_load_result", real_load)
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    from_files = record_module.RunRecord.load(run_dir)
+    assert [(c.key, c.kernel, c.source) for c in held.candidates] == [
+        (c.key, c.kernel, c.source) for c in from_files.candidates
+    ]
+    for a, b in zip(held.candidates, from_files.candidates):
+        assert a.verdict is not None and b.verdict is not None
+        assert a.verdict.to_dict() == b.verdict.to_dict()
+
+
+def test_a_tuned_candidate_keeps_its_seeds_verdict_in_the_state():
+    from kernelwright.agents.finalize import judged_records
+
+    seed, tuned = verdict(), dataclasses.replace(verdict(), speedup_eager=3.0)
+    cand = Candidate(
+        round=1,
+        index=2,
+        source="seed",
+        tuned_source="tuned",
+        result=tuned,
+        seed_result=seed,
+        status="ok",
+        eval_finished=1.0,
+    )
+    (record,) = judged_records([cand]).values()
+    assert record.tuned and record.result is seed and record.verdict is tuned
+    assert record.source == "tuned" and record.kernel == "seed"
+    older = cand.model_copy(update={"seed_result": None})  # a checkpoint from before the field
+    duplicate = cand.model_copy(update={"index": 3, "duplicate_of": "round_01/cand_2"})
+    assert judged_records([older, duplicate]) == {}
