@@ -37,10 +37,12 @@ def lower_quartile(samples: list[float]) -> float:
 
 
 def spread(samples: list[float]) -> float:
-    """The interquartile range of `samples` over their median (0 for fewer than two)."""
+    """The interquartile range of `samples` over their median (0 for fewer than two; statistics'
+    default quartiles, the wider ones of a few samples): the wall's calibration is kept and the
+    candidate's rounds are settled by it."""
     if len(samples) < 2:
         return 0.0
-    q1, median, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    q1, median, q3 = statistics.quantiles(samples, n=4)
     return (q3 - q1) / median if median > 0 else float("inf")
 
 

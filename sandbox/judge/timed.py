@@ -657,8 +657,7 @@ def settled(samples: list[float], reps: int) -> bool:
         return len(samples) >= reps
     if len(samples) % 5:  # looked at every fifth round
         return False
-    q1, median, q3 = statistics.quantiles(samples, n=4)
-    return median > 0 and (q3 - q1) <= SETTLED_SPREAD * median
+    return spread(samples) <= SETTLED_SPREAD  # inf where the median is not positive
 
 
 def _stackable(ts: list[Any], like: Any) -> bool:
