@@ -94,6 +94,68 @@ def test_a_waiting_timer_is_not_starved_by_later_checks(tmp_path):
     assert spans["check2"][0] >= spans["timer"][1], spans
 
 
+def _yielding_checker(directory: str, hold_s: float, log: str, start) -> None:
+    """A shared holder that looks for a waiting timer every 10 ms (as a judge does while its
+    candidate compiles) and lets it in; logs when it was stopped and continued."""
+    start.wait()
+    gate = GpuGate("test-gpu", Path(directory))
+
+    def note(what: str) -> None:
+        with open(log, "a") as f:
+            f.write(f"checker {what} {time.monotonic():.4f}\n")
+
+    with gate.hold("shared", before_release=lambda: note("stop"), after_acquire=lambda: note("go")):
+        ends = time.monotonic() + hold_s
+        while time.monotonic() < ends:
+            ends += gate.yield_turn(
+                before_release=lambda: note("stop"), after_acquire=lambda: note("go")
+            )
+            time.sleep(0.01)
+
+
+def test_a_checker_that_yields_lets_a_waiting_timer_in_before_its_check_ends(tmp_path):
+    ctx = mp.get_context("fork")
+    log = tmp_path / "log"
+    go1, go2 = ctx.Event(), ctx.Event()
+    checker = ctx.Process(target=_yielding_checker, args=(str(tmp_path), 1.5, str(log), go1))
+    timer = ctx.Process(
+        target=_holder, args=(str(tmp_path), "exclusive", 0.3, str(log), "timer", go2)
+    )
+    checker.start()
+    timer.start()
+    go1.set()
+    time.sleep(0.2)
+    go2.set()
+    for p in (checker, timer):
+        p.join(30)
+        assert p.exitcode == 0
+    events = _events(log)
+    checker_times = [(what, t) for n, what, t in events if n == "checker"]
+    t_in = next(t for n, what, t in events if n == "timer" and what == "in")
+    t_out = next(t for n, what, t in events if n == "timer" and what == "out")
+    # The timer got in while the check still had more than a second to go ...
+    assert t_in < checker_times[0][1] + 0.8, events
+    # ... with the checker stopped from before the timer went in until after it came out.
+    stop = max(t for what, t in checker_times if what == "stop" and t <= t_in)
+    go = min(t for what, t in checker_times if what == "go" and t >= t_out)
+    assert not [t for what, t in checker_times if what == "go" and stop < t < t_out], events
+    assert stop <= t_in and go >= t_out
+    # The check's own time was kept whole: it ended its 1.5 s plus the timer's 0.3 s.
+    assert checker_times[-1][1] - checker_times[0][1] >= 1.5 + 0.3 - 0.05
+
+
+def test_yield_turn_without_a_waiting_timer_keeps_the_hold(tmp_path):
+    gate = GpuGate("test-gpu", tmp_path)
+    calls: list[str] = []
+    assert gate.yield_turn() == 0.0  # not held: nothing to yield
+    with gate.hold("shared"):
+        assert not gate.waiter()
+        assert gate.yield_turn(before_release=lambda: calls.append("stop")) == 0.0
+        assert gate.held == "shared" and calls == []
+    with gate.hold("exclusive"):
+        assert not gate.waiter() and gate.yield_turn() == 0.0 and gate.held == "exclusive"
+
+
 def test_an_exclusive_block_inside_a_shared_one_trades_it_and_takes_it_back(tmp_path):
     gate = GpuGate("test-gpu", tmp_path)
     calls: list[str] = []

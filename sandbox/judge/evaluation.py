@@ -111,11 +111,21 @@ class Evaluation(TimedChecks):
         self.held_bytes = 0  # the most output bytes the judge asked the candidate to hold at once
         if worker.cuda:
             self.torch.cuda.reset_peak_memory_stats()
+        # What this evaluation's exclusive holds met of the device (Worker.settle_device).
+        self.busy_at_start = (worker.busy_s, worker.never_quiet)
+        self.yields = 0  # times this judge let another judge's timed section in (yield_gate)
+        self.yield_wait_s = 0.0  # and the seconds it waited for them
 
     # -- the sequence --------------------------------------------------------------------------
 
     def run(self, base: dict[str, Any]) -> EvalResult:
-        base = {**base, "phases_s": self.phases}
+        waited = self.w.gate.waited_s
+        try:
+            return self._run({**base, "phases_s": self.phases})
+        finally:  # inside the phases above: what of them went to waiting for other judges
+            self.phases["gate_wait"] = self.w.gate.waited_s - waited
+
+    def _run(self, base: dict[str, Any]) -> EvalResult:
         timed = self.config.timing and (self.w.cuda or self.config.host_clock_for_tests)
         self.timed = timed
         calls = 1
@@ -146,14 +156,17 @@ class Evaluation(TimedChecks):
         with self.step("load"):
             self.watch_memory()
             self.build("main", self.ctx.main)
-        with self.step("trials"):
-            self.check_trials()
-        with self.step("same_address"):
-            self.check_same_address()
-        with self.step("drift"):  # repeated calls, the first ones held: drift and reuse
-            self.check_reuse()
-        with self.step("variant"):
-            self.check_variant()
+        # Between the checks (the judge's own references and comparisons run outside any
+        # request), a judge waiting to time is let in too.
+        for name, check in (
+            ("trials", self.check_trials),
+            ("same_address", self.check_same_address),
+            ("drift", self.check_reuse),  # repeated calls, the first ones held: drift and reuse
+            ("variant", self.check_variant),
+        ):
+            self.yield_gate()
+            with self.step(name):
+                check()
         notes = self.notes()
         if not timed:
             self.check_memory()
@@ -212,13 +225,30 @@ class Evaluation(TimedChecks):
         """The GPU's gate in `mode` for a block, the candidate's process stopped whenever this
         judge does not hold it; the time spent waiting for it is added to the candidate's
         deadline (the wait is not the candidate's)."""
-        gate = self.w.gate
-        before = gate.waited_s
+
+        def waited() -> float:  # the block's own waits: yield_gate moves the deadline itself
+            return self.w.gate.waited_s - self.yield_wait_s
+
+        before = waited()
         with self.w.held(mode, before_release=self.freeze, after_acquire=self.thaw):
-            self.deadline += gate.waited_s - before
-            before = gate.waited_s
+            self.deadline += waited() - before
+            before = waited()
             yield
-        self.deadline += gate.waited_s - before  # the shared hold taken back after it
+        self.deadline += waited() - before  # the shared hold taken back after it
+
+    def yield_gate(self) -> float:
+        """Held shared (checking, the candidate's compile and calls): when another judge waits
+        to time, stop the candidate's process, let that judge in, and go on once it is done;
+        the seconds waited, which move this candidate's deadline (the wait is not its). Inside
+        an exclusive block, or with nobody waiting, nothing happens."""
+        if self.w.gate.held != "shared":
+            return 0.0
+        waited = self.w.yield_gate(before_release=self.freeze, after_acquire=self.thaw)
+        if waited > 0.0:
+            self.deadline += waited
+            self.yield_wait_s += waited
+            self.yields += 1
+        return waited
 
     def freeze(self, stop: bool = True) -> None:
         """Stop (or continue) the candidate's process and everything it started."""
@@ -284,6 +314,15 @@ class Evaluation(TimedChecks):
             if self.baseline_age_s is not None
             else ""
         )
+        busy_s = self.w.busy_s - self.busy_at_start[0]
+        never = self.w.never_quiet - self.busy_at_start[1]
+        if never:
+            cal += (
+                f"; the device still ran another process's work when {never} timed section(s) "
+                "began: it can only have made the rounds timed beside it slower"
+            )
+        elif busy_s >= 0.01:
+            cal += f"; the timed sections waited {busy_s:.2f} s for another process's work to end"
         if self.baseline_tries > 1:
             kept += (
                 f" (measured {self.baseline_tries} times: the earlier rounds were under the "
@@ -465,7 +504,7 @@ class Evaluation(TimedChecks):
         written by the evaluator's code in the candidate process (a forgery on its socket).
         """
         try:
-            got = self.proc.request(message, fds, deadline=self.deadline)
+            got = self.proc.request(message, fds, deadline=self.deadline, idle=self.yield_gate)
         except CandidateFailure as f:
             if f.rule == "memory" and self.arena is not None and self.arena_short():
                 raise Verdict(

@@ -91,6 +91,39 @@ class GpuGate:
             if outer is not None:
                 self._acquire(outer, on_wait, after_acquire)
 
+    def waiter(self) -> bool:
+        """Held shared, and another judge waits to hold the gate exclusive (it holds the turn,
+        or an acquirer is between its two locks this instant, which only costs a spare yield)."""
+        if not self.active or self.held != "shared":
+            return False
+        try:
+            fcntl.flock(self.turn_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self.turn_fd, fcntl.LOCK_UN)
+        return False
+
+    def yield_turn(
+        self,
+        *,
+        on_wait: Callable[[bool], None] | None = None,
+        before_release: Callable[[], None] | None = None,
+        after_acquire: Callable[[], None] | None = None,
+    ) -> float:
+        """Held shared with a judge waiting to time: let it in and take the shared hold back
+        once it is done (the turn it holds makes this wait for its whole exclusive section).
+        Seconds waited; 0.0 when nobody was waiting.
+
+        A shared holder otherwise keeps the gate until its block ends: a judge checking a
+        candidate holds it through the candidate's compile and checks (seconds), so every
+        exclusive section used to wait for every other judge's whole check."""
+        if not self.waiter():
+            return 0.0
+        before = self.waited_s
+        self._release(before_release)
+        self._acquire("shared", on_wait, after_acquire)
+        return self.waited_s - before
+
     def _acquire(self, mode, on_wait, after_acquire) -> None:
         started = time.monotonic()
         waiting = False

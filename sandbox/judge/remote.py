@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ from ..results import fault_of
 # A new zygote imports torch and Triton (cold disk: ~30 s, warm ~2-4 s).
 _START_TIMEOUT_S = 300.0
 _POLL_S = 0.2
+# How often a judge waiting for its candidate's reply looks for another judge waiting to time.
+_IDLE_POLL_S = 0.01
 _LOG_TAIL_BYTES = 16384
 _LOG_TAIL_LINES = 25
 
@@ -280,14 +282,26 @@ class CandidateProcess:
         self.ended: dict[str, Any] | None = None
 
     def request(
-        self, message: dict[str, Any], fds: Sequence[int] = (), *, deadline: float
+        self,
+        message: dict[str, Any],
+        fds: Sequence[int] = (),
+        *,
+        deadline: float,
+        idle: Callable[[], float] | None = None,
     ) -> transport.Received:
-        """Send one request and wait for its reply until `deadline` (time.monotonic())."""
+        """Send one request and wait for its reply until `deadline` (time.monotonic()).
+
+        idle: called every _IDLE_POLL_S while no reply has come (the judge's yield of the GPU's
+        gate); the seconds it returns (the candidate was stopped meanwhile) move the deadline."""
         try:
             transport.send(self.sock, message, list(fds))
         except (BrokenPipeError, ConnectionResetError, OSError):
             raise self.died("while sending it a request") from None
+        poll = _IDLE_POLL_S if idle is not None else _POLL_S
+        memory_checked = time.monotonic()
         while True:
+            if idle is not None:
+                deadline += idle()
             left = deadline - time.monotonic()
             if left <= 0:
                 self.end()
@@ -298,7 +312,7 @@ class CandidateProcess:
                     f"its processes were killed.\n{self.log_tail()}",
                 )
             try:
-                got = transport.receive(self.sock, min(_POLL_S, left))
+                got = transport.receive(self.sock, min(poll, left))
             except transport.PeerGone:
                 raise self.died(f"during {message.get('op')}") from None
             except transport.ProtocolError as e:
@@ -312,7 +326,9 @@ class CandidateProcess:
             if got is not None:
                 self._name_the_limit(got.message)
                 return got
-            self.check_memory()
+            if time.monotonic() - memory_checked >= _POLL_S:
+                self.check_memory()
+                memory_checked = time.monotonic()
 
     def _name_the_limit(self, message: dict[str, Any]) -> None:
         """A host allocation the candidate process was refused: say which limit refused it."""

@@ -49,6 +49,12 @@ from .verdict import Verdict, _one_line, _sizes_text, _Stopwatch
 _MAX_EVALUATIONS_PER_WORKER = 256
 # Attempts at a valid "other shape" before recording that only the default shape was checked.
 _MAX_VARIANT_ATTEMPTS = 6
+# An exclusive hold waits for a quiet device (Worker.settle_device): this many one-element ops
+# in a row, each returning within QUIET_PROBE_MS (tens of microseconds on a quiet H100/H200;
+# another process's work makes it wait for that process's time slice), or QUIET_WAIT_S at most.
+QUIET_PROBES = 3
+QUIET_PROBE_MS = 0.25
+QUIET_WAIT_S = 5.0
 
 
 class Worker:
@@ -80,6 +86,10 @@ class Worker:
 
         # The device's gate, shared with every other judge of this GPU (gpugate.py).
         self.gate = GpuGate(device_key(torch, 0) if self.cuda else None)
+        self._probe: Any = None  # settle_device's one-element tensor
+        self.busy_s = 0.0  # seconds exclusive holds waited for the device to be quiet
+        self.never_quiet = 0  # exclusive holds that began on a device never quiet
+        self.busy_streak = 0  # of those, in a row up to the last hold
         self.request: dict[str, Any] | None = None  # the request being answered
         self.contexts: collections.OrderedDict[tuple, TaskContext] = collections.OrderedDict()
         self.evaluations = 0
@@ -140,7 +150,25 @@ class Worker:
 
     def held(self, mode: str, **callbacks):
         """The GPU's gate in `mode` for a block (gpugate.py); the pool's watchdog is told while
-        this judge waits for it, so the wait is no one's wall time."""
+        this judge waits for it, so the wait is no one's wall time. An exclusive hold begins
+        once the device is quiet (`settle_device`), before its after_acquire."""
+        if mode == "exclusive" and self.cuda:
+            then = callbacks.get("after_acquire")
+
+            def after_acquire() -> None:
+                self.settle_device()
+                if then is not None:
+                    then()
+
+            callbacks["after_acquire"] = after_acquire
+        return self.gate.hold(mode, on_wait=self._on_wait(), **callbacks)
+
+    def yield_gate(self, **callbacks) -> float:
+        """Held shared: let a judge waiting to time in, then hold shared again (gpugate.py's
+        yield_turn); the seconds waited, 0.0 when nobody waited."""
+        return self.gate.yield_turn(on_wait=self._on_wait(), **callbacks)
+
+    def _on_wait(self):
         request = self.request
 
         def on_wait(waiting: bool) -> None:
@@ -154,7 +182,40 @@ class Worker:
                     }
                 )
 
-        return self.gate.hold(mode, on_wait=on_wait, **callbacks)
+        return on_wait
+
+    def settle_device(self) -> None:
+        """Hold off until no other process's work runs on the device: a judge that let go of
+        the gate stopped its candidate's process, but what that process had queued still runs,
+        and it would slow this judge's rounds (eager's or the wall's made slower make a
+        candidate faster than it is). The GPU time-slices between processes, so a one-element
+        op and its synchronize return in tens of microseconds on a quiet device and after
+        another's time slice on a busy one; QUIET_PROBES quick ones in a row, or QUIET_WAIT_S
+        (the waiting is counted in `busy_s`, and a device never quiet is said in the note)."""
+        torch = self.torch
+        if self._probe is None:
+            self._probe = torch.zeros(1, device=self.device)
+        started = time.monotonic()
+        # A device busy with a process that is no judge's (another user's job) would cost every
+        # exclusive hold the whole wait: after a few such holds in a row, a short one.
+        limit = QUIET_WAIT_S if self.busy_streak < 3 else QUIET_WAIT_S / 50
+        quick = 0
+        while quick < QUIET_PROBES and time.monotonic() - started < limit:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            self._probe.add_(1.0)
+            torch.cuda.synchronize()
+            if (time.perf_counter() - t0) * 1e3 <= QUIET_PROBE_MS:
+                quick += 1
+            else:
+                quick = 0
+                time.sleep(0.0005)
+        self.busy_s += time.monotonic() - started
+        if quick < QUIET_PROBES:
+            self.never_quiet += 1
+            self.busy_streak += 1
+        else:
+            self.busy_streak = 0
 
     def serve(self, stdin) -> None:
         self.send(
