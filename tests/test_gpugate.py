@@ -307,3 +307,49 @@ def test_the_pools_watchdog_does_not_count_a_judges_wait_for_the_gate(monkeypatc
     worker = _ScriptedWorker(request, wait_s=1.0)
     result, _ = pool._await(worker, job, request)
     assert result.status == "ok" and not worker.killed, result.summary()
+
+
+_BUSY = """
+import sys, time, torch
+x = torch.randn(4096, 4096, device="cuda")
+for _ in range(3):
+    x @ x
+torch.cuda.synchronize()
+print("busy", flush=True)
+ends = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < ends:  # keep a queue of matmuls in front of the device
+    for _ in range(20):
+        x @ x
+    torch.cuda.synchronize()
+print("done", time.monotonic(), flush=True)
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="another process's work on the GPU")
+def test_an_exclusive_hold_begins_once_another_processs_work_has_ended():
+    from kernelwright.sandbox.judge.worker import Worker
+
+    judge = types.SimpleNamespace(
+        torch=torch,
+        device=torch.device("cuda", 0),
+        _probe=None,
+        busy_s=0.0,
+        never_quiet=0,
+        busy_streak=0,
+    )
+    Worker.settle_device(judge)  # a quiet device: at once
+    assert judge.busy_s < 0.05 and judge.never_quiet == 0, judge
+    busy = subprocess.Popen([sys.executable, "-c", _BUSY, "1.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert busy.stdout.readline().strip() == "busy"
+        Worker.settle_device(judge)
+        settled = time.monotonic()
+        done = busy.stdout.readline().split()
+        assert done[0] == "done"
+        # Not before the other process's last matmuls ended (its synchronize, then the print).
+        assert settled >= float(done[1]) - 0.05, (settled, done)
+        assert judge.busy_s >= 1.0 and judge.never_quiet == 0, judge
+    finally:
+        busy.kill()
+        busy.wait()

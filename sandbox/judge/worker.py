@@ -155,8 +155,9 @@ class Worker:
         if mode == "exclusive" and self.cuda:
             then = callbacks.get("after_acquire")
 
-            def after_acquire() -> None:
-                self.settle_device()
+            def after_acquire() -> None:  # also run when a shared hold is taken back after it
+                if self.gate.held == "exclusive":
+                    self.settle_device()
                 if then is not None:
                     then()
 
