@@ -6,7 +6,10 @@ of CPU: builds, the zygote's imports) and while they check a candidate (its call
 references, the comparisons), exclusive while they time (eager and
 torch.compile's rounds, the wall's share, the candidate's rounds, the roofline's ceilings). So
 a timed round never runs beside another judge's work or another candidate's checks, and checks
-overlap each other freely, which is where the throughput of several judges comes from.
+overlap each other freely, which is where the throughput of several judges comes from. A
+shared holder does not keep the gate for its whole check: while its candidate compiles and runs
+it looks for a judge waiting to time (`waiter`) and lets it in (`yield_turn`), so a timed
+section waits for the others' next look (10 ms), not for the end of their checks.
 
 The gate is two flock(2) files keyed by the GPU's UUID under /tmp (every process of the machine
 that sees the GPU finds the same one, whatever its CUDA_VISIBLE_DEVICES):
