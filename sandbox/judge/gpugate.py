@@ -21,8 +21,9 @@ that sees the GPU finds the same one, whatever its CUDA_VISIBLE_DEVICES):
 A judge's candidate process runs only while its judge holds the gate: the judge stops it
 (SIGSTOP, its whole tree) before it lets go and continues it (SIGCONT) once it holds the gate
 again, so a candidate's thread cannot launch work while another judge times. What a stopped
-candidate had already queued on the device still runs to its end; it can only make another's
-timed rounds slower, never faster (and the one judge per GPU default has no such neighbour).
+candidate had already queued on the device still runs to its end: a judge's exclusive hold
+begins only once the device is quiet (worker.py's settle_device), so it has ended before the
+first timed round.
 
 flock is released by the kernel when a process dies: a judge killed mid-section frees the gate.
 Without CUDA, or where /tmp cannot hold the files, the gate is a no-op.
