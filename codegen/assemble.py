@@ -45,12 +45,16 @@ def assemble(
     code_blocks += [ops.HELPERS[h].rstrip("\n").splitlines() for h in helpers]
     for e in emitted:
         code_blocks += [[x for line in drop_dead(list(b)) for x in fit(line)] for b in e.blocks]
-    code_blocks += helper_classes
+    # The standard-library imports the copied helpers use (pyforward.init_source: a block of
+    # import lines alone) go with the file's imports.
+    stdlib = [b for b in helper_classes if b and all(_is_import(x) for x in b)]
+    code_blocks += [b for b in helper_classes if not (b and all(_is_import(x) for x in b))]
     code_blocks.append(model_new)
     body = "\n".join(line for b in code_blocks for line in b)
-    imports = []
+    imports = sorted({x for b in stdlib for x in b} - {"import math"}, key=_import_key)
     if re.search(r"\bmath\.", body):
-        imports.append("import math")
+        imports = sorted([*imports, "import math"], key=_import_key)
+    if imports:
         imports.append("")
     imports += ["import torch", "import torch.nn as nn"]
     if re.search(r"\bF\.", body):
@@ -65,6 +69,17 @@ def assemble(
     source = "\n".join(blocks[0]) + "\n\n" + "\n".join(blocks[1]) + "\n\n"
     source += join_lines(blocks[2:] + code_blocks)
     return ruff_formatted(source)
+
+
+def _is_import(line: str) -> bool:
+    return line.startswith(("import ", "from "))
+
+
+def _import_key(line: str) -> tuple[bool, str]:
+    """isort's order within a section (ruff's default): `import x` lines, then `from x`, each
+    by the module's name."""
+    words = line.split()
+    return (words[0] == "from", words[1])
 
 
 def _shared(emitted: list[Emitted]) -> tuple[list[Emitted], dict[str, str]]:

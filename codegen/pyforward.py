@@ -64,15 +64,36 @@ def init_source(source: str) -> tuple[list[str], list[list[str]]]:
         raise Unsupported("Model has no __init__ to copy")
     aliases = _module_aliases(tree)
     init_node, init = init, _fix_super(init, aliases)
-    defs = {
+    defs: dict[str, ast.stmt] = {
         s.name: s
         for s in tree.body
         if isinstance(s, (ast.ClassDef, ast.FunctionDef))
         and s.name not in ("Model", "get_inputs", "get_init_inputs")
     }
+    # A helper made at module level by a call (`to_2tuple = _ntuple(2)`); a plain constant
+    # (`batch_size = 10`) is a size the evaluator varies, so it is never copied.
+    for s in tree.body:
+        if (
+            isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and isinstance(s.value, (ast.Call, ast.Lambda))
+        ):
+            defs.setdefault(s.targets[0].id, s)
+    imports = _stdlib_imports(tree)
     needed: list[str] = []
-    _collect_helpers(init, defs, needed)
-    blocks = [_unparse(_fix_super(defs[name], aliases)).splitlines() for name in needed]
+    missing: set[str] = set()  # read, and bound nowhere in the task's file either
+    _collect_helpers(init, defs, needed, imports, _module_names(tree), missing)
+    # In the task's own order: a module-level call runs when the file is imported, after the
+    # definitions above it.
+    order = {id(s): i for i, s in enumerate(tree.body)}
+    helpers = sorted(
+        dict.fromkeys(defs[name] for name in needed if name in defs), key=lambda s: order[id(s)]
+    )
+    blocks = [_noqa(_unparse(_fix_super(s, aliases)).splitlines(), missing) for s in helpers]
+    used = sorted(imports[name] for name in needed if name in imports)
+    if used:
+        blocks.insert(0, list(dict.fromkeys(text for _, text in used)))
     lines = ["    " + line if line else "" for line in _unparse(init).splitlines()]
     lines = [x for line in lines for x in fit(line)]
     if any(len(line) > LINE for line in lines):
@@ -110,18 +131,87 @@ def _as_written(source: str, init: ast.FunctionDef, aliases: dict[str, str]) -> 
     return ["    " + line if line.strip() else "" for line in text.splitlines()]
 
 
-def _collect_helpers(node: ast.AST, defs: dict[str, ast.AST], needed: list[str]) -> None:
+def _stdlib_imports(tree: ast.Module) -> dict[str, tuple[int, str]]:
+    """The task's module-level imports of the plain modules a candidate may import too
+    (`from itertools import repeat`, `import collections.abc`): name bound -> (the statement's
+    place in the file, the import of that name alone)."""
+    from ..sandbox.contract import ALLOWED_ROOTS
+
+    def plain(module: str) -> bool:
+        # torch's own submodules by a name of the task's (`import torch.utils.checkpoint as
+        # checkpoint`); torch, nn and F are written by their usual names already.
+        if module.startswith("torch.") and not module.startswith("torch._"):
+            return module not in ("torch.nn", "torch.nn.functional")
+        root = module.partition(".")[0]
+        return root in ALLOWED_ROOTS and root not in ("torch", "triton", "__future__")
+
+    names: dict[str, tuple[int, str]] = {}
+    for i, stmt in enumerate(tree.body):
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if plain(a.name):
+                    bound = a.asname or a.name.partition(".")[0]
+                    names.setdefault(bound, (i, _unparse(ast.Import(names=[a]))))
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 0 and plain(stmt.module or ""):
+            for a in stmt.names:
+                if a.name != "*":
+                    one = ast.ImportFrom(module=stmt.module, names=[a], level=0)
+                    names.setdefault(a.asname or a.name, (i, _unparse(one)))
+    return names
+
+
+def _collect_helpers(
+    node: ast.AST,
+    defs: dict[str, ast.stmt],
+    needed: list[str],
+    imports: dict[str, tuple[int, str]],
+    bound: set[str],
+    missing: set[str],
+) -> None:
     local = _assigned_names(node)
     for name in _loaded_names(node):
         if name in local or name in ALLOWED_FREE or hasattr(builtins, name):
             continue
+        if name not in bound:  # the task has no such name either (a branch it never takes:
+            missing.add(name)  # Swin's `checkpoint.checkpoint` under use_checkpoint): copied
+            continue
         if name == "Model":
             raise Unsupported("Model.__init__ refers to Model itself")
+        if name in imports:
+            if name not in needed:
+                needed.append(name)
+            continue
         if name not in defs:
             raise Unsupported(f"Model.__init__ reads the module-level name {name!r}")
         if name not in needed:
             needed.append(name)
-            _collect_helpers(defs[name], defs, needed)
+            _collect_helpers(defs[name], defs, needed, imports, bound, missing)
+
+
+def _noqa(lines: list[str], missing: set[str]) -> list[str]:
+    """Copied lines that read a name the task's file never binds, marked for the linter: the
+    candidate keeps the task's code as it is (the line is in a branch neither ever takes)."""
+    if not missing:
+        return lines
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, sorted(missing))) + r")\b")
+    return [f"{line}  # noqa: F821" if pattern.search(line) else line for line in lines]
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """Every name the task's file binds at module level (definitions, assignments, imports,
+    in any branch of a module-level if/try)."""
+    names: set[str] = set()
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            for a in stmt.names:
+                names.add(a.asname or a.name.partition(".")[0])
+        elif isinstance(stmt, ast.Name) and isinstance(stmt.ctx, ast.Store):
+            names.add(stmt.id)
+        elif isinstance(stmt, ast.Global):
+            names.update(stmt.names)
+    return names
 
 
 def _loaded_names(node: ast.AST) -> list[str]:

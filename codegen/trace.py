@@ -7,6 +7,7 @@ graph on meta tensors at the task's real sizes, so nothing is allocated however 
 
 from __future__ import annotations
 
+import contextlib
 import linecache
 import traceback
 from dataclasses import dataclass
@@ -141,12 +142,58 @@ def trace(model: nn.Module, path: str, inputs: list[Any] | None = None) -> fx.Gr
     With the (meta) inputs, conditions on sizes, dtypes and devices are decided on them."""
     tracer = LeafTracer(inputs)
     try:
-        graph = tracer.trace(model)
+        with _traced_conversions(model):
+            graph = tracer.trace(model)
     except Exception as e:  # fx raises many types (TraceError, TypeError, ...): all mean "no"
         raise Unsupported(f"torch.fx cannot trace Model.forward ({_why(e, path)})") from e
     gm = fx.GraphModule(model, graph)
     gm.meta["decisions"] = tracer.decisions  # api.py: the fp32 and fp16 traces must agree
     return gm
+
+
+@contextlib.contextmanager
+def _traced_conversions(model: nn.Module):
+    """`int(...)` and `float(...)` of a traced value (Swin's `int(windows.shape[0] / (H * W /
+    ws / ws))`) recorded as a graph node, which the candidate's forward writes as the same
+    call, instead of stopping the tracer (a Proxy has no __int__). The task's module-level
+    names are where its functions look `int` up: the names are bound there for the trace and
+    put back after it; values that are not traced go to the builtins unchanged."""
+    scopes = {
+        id(g): g
+        for cls in type(model).__mro__
+        for fn in vars(cls).values()
+        if (g := getattr(fn, "__globals__", None)) is not None
+        and g.get("__name__") not in ("torch", "builtins")
+        and not str(g.get("__name__", "")).startswith(("torch.", "kernelwright."))
+    }
+    for m in model.modules():  # the task's submodules' classes (their module's names too)
+        fwd = getattr(type(m), "forward", None)
+        g = getattr(fwd, "__globals__", None)
+        if g is not None and not str(g.get("__name__", "")).startswith("torch"):
+            scopes[id(g)] = g
+
+    def conversion(real):
+        def convert(x=0, *rest):
+            if isinstance(x, fx.Proxy) and not rest:
+                return x.tracer.create_proxy("call_function", real, (x,), {})
+            return real(x, *rest)
+
+        convert.__name__ = real.__name__
+        return convert
+
+    patched = {"int": conversion(int), "float": conversion(float)}
+    saved = [(g, {k: g[k] for k in patched if k in g}) for g in scopes.values()]
+    for g in scopes.values():
+        g.update(patched)
+    try:
+        yield
+    finally:
+        for g, old in saved:
+            for k in patched:
+                if k in old:
+                    g[k] = old[k]
+                else:
+                    g.pop(k, None)
 
 
 def propagate(gm: fx.GraphModule, inputs: list[Any], path: str) -> dict[str, Any]:

@@ -124,3 +124,13 @@ def test_a_branch_on_the_dtype_is_not_baked_in(tmp_path: Path):
     path.write_text(branch.replace(raised, "x = x * 0.5"))
     result = generate(str(path))
     assert result.source is None and "branches on its inputs' dtype" in result.reason
+
+
+def test_int_of_a_traced_size_and_module_level_helpers_are_copied(tmp_path: Path):
+    """Swin's window_reverse (`B = int(windows.shape[0] / ...)`), its `to_2tuple = _ntuple(2)`
+    with the imports that helper uses, and a never-taken branch reading an undefined name."""
+    src = check_equal("window_helpers", tmp_path, [{}, {"batch_size": 2, "dim": 8}])
+    assert "int(" in src
+    assert "from itertools import repeat" in src and "import collections.abc" in src
+    assert src.index("def _ntuple") < src.index("to_2tuple = _ntuple(2)")
+    assert "batch_size = " not in src  # a size the evaluator varies is never copied
