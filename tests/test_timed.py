@@ -146,7 +146,7 @@ def test_outputs_are_read_through_the_tensor_class_not_the_instance():
 
 
 def test_a_rounds_outputs_are_judged_at_once_and_any_wrong_call_fails_it():
-    from kernelwright.sandbox.judge.timed import BATCH_CHECK_BYTES
+    from kernelwright.sandbox.judge.roundchecks import BATCH_CHECK_BYTES
 
     torch.manual_seed(0)
     e = _evaluation()
@@ -305,13 +305,13 @@ def test_a_time_impossible_with_nothing_taken_out_is_still_refused():
 def test_a_large_round_is_checked_in_stacked_chunks(monkeypatch):
     """A round whose outputs together exceed BATCH_CHECK_BYTES is checked in stacked chunks
     (256 calls one by one cost seconds a round), and a wrong call in any chunk is found."""
-    from kernelwright.sandbox.judge import timed
+    from kernelwright.sandbox.judge import roundchecks
 
     torch.manual_seed(0)
     e = _evaluation()
     out_bytes = 64 * 4
     e.ctx.main.output_bytes = out_bytes
-    monkeypatch.setattr(timed, "BATCH_CHECK_BYTES", 4 * out_bytes)  # chunks of 4 calls
+    monkeypatch.setattr(roundchecks, "BATCH_CHECK_BYTES", 4 * out_bytes)  # chunks of 4 calls
     sets = [[torch.randn(64, 512)] for _ in range(10)]
     with torch.no_grad():
         outs = [e.ctx.main.ref(*s) for s in sets]
@@ -447,3 +447,85 @@ def test_a_judge_holds_the_gpus_gate_while_it_starts(tmp_path, monkeypatch):
         "cpu", tmp_path, tmp_path, io.StringIO(), [], 1.0, sandbox=Zygote(), os_sandbox=False
     )
     assert seen == [["shared"]]
+
+
+# -- the candidate's rounds in exclusive batches, their checks shared (issue 30: 14 ms a round
+#    of 64 small calls on the H100, 4 of them the round itself) ------------------------------
+
+
+def _batched_evaluation(input_bytes: int, output_bytes: int, wrong_round: int | None = None):
+    """An Evaluation with an arena whose candidate rounds record what ran under which hold."""
+    import contextlib
+
+    e = Evaluation.__new__(Evaluation)
+    e.config = EvalConfig(warmup=1, reps=12)
+    e.torch, e.arena = torch, types.SimpleNamespace()  # an arena: the GPU's batched rounds
+    e.ctx = types.SimpleNamespace(
+        main=types.SimpleNamespace(
+            input_bytes=input_bytes, output_bytes=output_bytes, out_meta=[None]
+        )
+    )
+    e.wall_overhead_ms, e.snap_bufs, e.snap_slot = 0.0, {}, 0
+    e.events, held = [], [None]
+    e.draw_sets = lambda n: ([0] * n, [[held[0]] for _ in range(n)])
+
+    @contextlib.contextmanager
+    def gate(mode):
+        held[0] = mode
+        e.events.append(f"hold {mode}")
+        yield
+        held[0] = None
+        e.events.append("let go")
+
+    e.gate = gate
+    e.yield_gate = lambda: e.events.append("yield") or 0.0
+    e.req = lambda *a, **k: types.SimpleNamespace(close=lambda: None)
+    e.note_memory = lambda: None
+    rounds = iter(range(1000))
+
+    def wall_round(n, sets, reference=False):
+        r = next(rounds)
+        e.events.append(f"round {r} ({held[0]}, slot {e.snap_slot})")
+        return 0.5 * n, (0.01, 0.5 * n, 0.01), [r] * n
+
+    def check_round(r, outs, sets, failures):
+        e.events.append(f"check {r} ({held[0]})")
+        if r == wrong_round:
+            failures.append(("drift", f"timed call {r * len(outs)}: wrong result"))
+
+    e.wall_round, e.check_round = wall_round, check_round
+    e.describe_round = lambda snaps, n: snaps
+    return e
+
+
+def test_a_batch_of_rounds_is_timed_in_one_exclusive_hold_and_checked_after_it_shared():
+    from kernelwright.sandbox.judge.timed import CHECK_BATCH_ROUNDS
+
+    e = _batched_evaluation(input_bytes=1 << 20, output_bytes=1 << 20)
+    assert e.check_batch(8) == CHECK_BATCH_ROUNDS  # 16 MiB a round: the rounds' limit
+    timings = e.candidate_rounds(8)
+    assert timings.median_ms == pytest.approx(0.5) and e.rounds_timed == 12
+    first = e.events[: e.events.index("let go") + 1]
+    assert first[0] == "hold exclusive" and len(first) == CHECK_BATCH_ROUNDS + 2
+    assert all("(exclusive" in x for x in first[1:-1])  # every round of the batch timed exclusive
+    checks = [x for x in e.events if x.startswith("check")]
+    assert len(checks) == 13 and all(x.endswith("(None)") for x in checks)  # none exclusive
+    after = e.events[len(first) : len(first) + 2 * CHECK_BATCH_ROUNDS - 1]
+    assert after[:3] == ["check 0 (None)", "yield", "check 1 (None)"]  # waiting timers go first
+    assert "round 7 (exclusive, slot 7)" in e.events and e.snap_slot == 0
+    # Inputs and snapshots of a round past CHECK_BATCH_BYTES: one round a hold, as before.
+    assert _batched_evaluation(input_bytes=1 << 29, output_bytes=1 << 29).check_batch(1) == 1
+    no_arena = _batched_evaluation(input_bytes=1, output_bytes=1)
+    no_arena.arena = None  # the CPU's outputs are views of slots the next round writes
+    assert no_arena.check_batch(8) == 1
+
+
+def test_a_wrong_output_found_after_its_batch_fails_the_candidate():
+    from kernelwright.sandbox.judge.verdict import Verdict
+
+    e = _batched_evaluation(input_bytes=1 << 20, output_bytes=1 << 20, wrong_round=2)
+    with pytest.raises(Verdict) as caught:
+        e.candidate_rounds(8)
+    assert caught.value.status == "incorrect" and "wrong while timed" in caught.value.message
+    assert not any(x.startswith("check 3") for x in e.events)  # stops at the first failure
+    assert not any(x.startswith("round 8") for x in e.events)  # no batch after it

@@ -36,9 +36,10 @@ from typing import Any
 
 from ..config import EvalConfig
 from ..crossing.isolation import isolate_network, set_limits
-from ..results import Baseline, EvalResult, OpTime, Timings
+from ..results import Baseline, EvalResult, Timings
 from .evaluation import Evaluation
 from .machine import environment_dict, judge_environment, sandbox_device
+from .opbreakdown import op_breakdown
 from .remote import Sandbox
 from .shape import Shape, TaskContext, float_dtype_of, nbytes, template_of
 from .timed import _interpreter_timings
@@ -549,7 +550,7 @@ class Worker:
         setup = dict(ctx.setup_s)
         clock = _Stopwatch(setup)
         with clock("op_breakdown"), self.held("exclusive"):  # the profiler's times
-            ops, ops_note = self.op_breakdown(ctx)
+            ops, ops_note = op_breakdown(self.torch, ctx, self.device, self.rng.randrange(2**31))
         if not self.cuda:
             return Baseline(
                 status="ok",
@@ -607,45 +608,6 @@ class Worker:
             compiled=samples.get("compiled"),
             compiled_error=ctx.compiled_error,
         )
-
-    def op_breakdown(self, ctx: TaskContext, calls: int = 3) -> tuple[tuple[OpTime, ...], str]:
-        """Self time per aten op of the reference forward, from torch.profiler, top 12."""
-        from torch.profiler import ProfilerActivity, profile
-
-        from ..task import build_inputs
-
-        torch = self.torch
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        inputs = build_inputs(ctx.main.ns, ctx.dtype, self.device, self.rng.randrange(2**31))
-        try:
-            with torch.no_grad():
-                ctx.main.ref(*inputs)  # warm: first calls pay for lazy initialisation
-                with profile(activities=activities) as prof:
-                    for _ in range(calls):
-                        ctx.main.ref(*inputs)
-                    if self.cuda:
-                        torch.cuda.synchronize()
-            rows = []
-            for e in prof.key_averages():
-                if not e.key.startswith("aten::"):
-                    continue
-                if self.cuda:
-                    us: Any = getattr(e, "self_device_time_total", None)
-                    us = getattr(e, "self_cuda_time_total", 0) if us is None else us
-                else:
-                    us = e.self_cpu_time_total
-                if us > 0:
-                    rows.append((e.key, e.count, us))
-        except Exception as e:  # a profiler that does not work here must not fail the baseline
-            return (), f"no op breakdown: torch.profiler failed ({_one_line(e)})"
-        total = sum(us for _, _, us in rows) or 1.0
-        rows.sort(key=lambda r: -r[2])
-        ops = tuple(
-            OpTime(name, max(1, count // calls), us / calls / 1000, us / total)
-            for name, count, us in rows[:12]
-        )
-        where = "device" if self.cuda else "CPU (op mix only: the GPU will differ)"
-        return ops, f"torch.profiler self {where} time over {calls} forward calls"
 
     # -- helpers -------------------------------------------------------------------------------
 
