@@ -115,8 +115,6 @@ class Evaluation(TimedChecks):
         # What this evaluation's exclusive holds met of the device (Worker.settle_device).
         self.busy_at_start = (worker.busy_s, worker.never_quiet)
         self.yields = 0  # times this judge let another judge's timed section in (yield_gate)
-        self.snap_bufs: dict[int, Any] = {}  # the judge's copies of a round's outputs, per slot
-        self.snap_slot = 0  # of a batch of timed rounds (timed.py's candidate_rounds)
         self.yield_wait_s = 0.0  # and the seconds it waited for them
 
     # -- the sequence --------------------------------------------------------------------------
@@ -191,9 +189,9 @@ class Evaluation(TimedChecks):
             )
         self.w.phase(self.request, "timing")
         self.deadline = time.monotonic() + self.config.timeout_s  # timing has a limit of its own
-        with self.step("timing"):  # the rounds exclusive, their checks shared (timed.py)
+        with self.step("timing"), self.gate("exclusive"):
             candidate = self.candidate_rounds(calls)
-        self.snap_bufs = {}  # the rounds' snapshots: their room goes back to the judge's checks
+        self.snap_buf = None  # the round's snapshot: its room goes back to the judge's checks
         with self.step("drift"):
             self.check_drift(calls=1, after="after timing")
         self.check_memory()
@@ -1152,7 +1150,7 @@ class Evaluation(TimedChecks):
         if self.arena is not None:
             self.arena.close()
             self.arena = None
-        self.snap_bufs = {}
+        self.snap_buf = None
         if self.w.cuda:
             with contextlib.suppress(Exception):
                 self.torch.cuda.empty_cache()

@@ -4,8 +4,7 @@ Judges of one GPU (an EvalPool with more workers than GPUs, suites and nightlies
 side by side) each hold the device's gate while they use it: shared while they start (seconds
 of CPU: builds, the zygote's imports) and while they check a candidate (its calls, the
 references, the comparisons), exclusive while they time (eager and
-torch.compile's rounds, the wall's share, the candidate's rounds in batches whose outputs are
-checked after the batch, the roofline's ceilings). So
+torch.compile's rounds, the wall's share, the candidate's rounds, the roofline's ceilings). So
 a timed round never runs beside another judge's work or another candidate's checks, and checks
 overlap each other freely, which is where the throughput of several judges comes from. A
 shared holder does not keep the gate for its whole check: while its candidate compiles and runs

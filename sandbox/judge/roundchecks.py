@@ -1,9 +1,8 @@
 """The judge's checks of a timed round's outputs: every call's outputs against eager's on the
 same inputs, on inputs no check has seen.
 
-A part of Evaluation through TimedChecks (timed.py), which mixes it in: the rounds are timed
-there, a batch of them with the GPU's gate exclusive, and their outputs (the judge's own copies)
-are judged here after the batch, with the gate shared. A round's calls are compared stacked, in
+A part of Evaluation through TimedChecks (timed.py), which mixes it in: a round is timed there
+and its outputs (the judge's own copies) are judged here. A round's calls are compared stacked, in
 chunks of at most BATCH_CHECK_BYTES; a chunk that misses is judged call by call, where the
 float64 reference decides an ill-conditioned element (judge_timed_mismatch).
 """

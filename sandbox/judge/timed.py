@@ -87,11 +87,6 @@ BASELINE_TRIES = 3
 # Timed rounds are fewer for tasks whose outputs are so large that checking each costs seconds.
 TIMED_OUTPUT_BYTES = 64 << 30
 MIN_TIMED_REPS = 10
-# The candidate's rounds are timed in batches (candidate_rounds): the rounds of one batch with
-# the gate exclusive, their checks after it with the gate shared. A batch holds its rounds'
-# inputs and output snapshots: at most this many bytes, and this many rounds.
-CHECK_BATCH_BYTES = 1 << 30
-CHECK_BATCH_ROUNDS = 8
 
 
 class TimedChecks(RoundChecks):
@@ -402,16 +397,7 @@ class TimedChecks(RoundChecks):
         )
 
     def candidate_rounds(self, n: int) -> Any:
-        """The candidate's rounds; every output of every round is checked against eager's.
-
-        The rounds run with the GPU's gate exclusive, in batches of up to check_batch() rounds
-        whose inputs are drawn before it and whose outputs (the judge's snapshots) are checked
-        after it, with the gate shared: the checks (eager on the round's inputs, the stacked
-        comparisons) were ~2/3 of a small task's round, and other judges check beside them
-        (measured on the H100: 14 ms a round of 64 calls, 4 of them the round itself). Each
-        round is timed exactly as before: inputs written inside the clock, the outputs copied
-        out inside it; a wrong output found after the batch fails the candidate the same way.
-        """
+        """The candidate's rounds; every output of every round is checked against eager's."""
         from .timing import summarize
 
         cfg = self.config
@@ -421,67 +407,32 @@ class TimedChecks(RoundChecks):
         failures: list[tuple[str, str]] = []
         reps = self.timed_reps()
         overhead = self.wall_overhead_ms or 0.0
-        batch = self.check_batch(n)
-        self.reserve_snapshots(batch)
-        total = cfg.warmup + reps
-        r = 0
-        while r < total and not settled(samples, reps):
-            drawn = [self.draw_sets(n)[1] for _ in range(min(batch, total - r))]
-            pending: list[tuple[int, list[Any], list[list[Any]]]] = []
-            with self.gate("exclusive"):
-                for slot, sets in enumerate(drawn):
-                    if settled(samples, reps):
-                        break
-                    self.snap_slot = slot
-                    wall, part, snaps = self.wall_round(n, sets)
-                    if r >= cfg.warmup:
-                        samples.append(max(wall / n - overhead, 0.0))
-                        raw.append(wall / n)
-                        parts.append(part)
-                    pending.append((r, self.describe_round(snaps, n), sets))
-                    self.req({"op": "release"}, expect=("released",)).close()
-                    self.note_memory()
-                    r += 1
-            for k, (rr, outs, sets) in enumerate(pending):
-                if k:
-                    self.yield_gate()  # a judge waiting to time goes first
-                self.check_round(rr, outs, sets, failures)
-                if failures:
-                    rule, what = failures[0]
-                    raise Verdict(
-                        "incorrect",
-                        f"{what} (outputs of timed calls are checked too: right during the "
-                        "checks, wrong while timed)",
-                        rule=rule,
-                    )
-            del drawn, pending
-        self.snap_slot = 0
+        for r in range(cfg.warmup + reps):
+            if settled(samples, reps):
+                break
+            _, sets = self.draw_sets(n)
+            wall, part, snaps = self.wall_round(n, sets)
+            if r >= cfg.warmup:
+                samples.append(max(wall / n - overhead, 0.0))
+                raw.append(wall / n)
+                parts.append(part)
+            outs = self.describe_round(snaps, n)
+            self.check_round(r, outs, sets, failures)
+            self.req({"op": "release"}, expect=("released",)).close()
+            self.note_memory()
+            if failures:
+                rule, what = failures[0]
+                raise Verdict(
+                    "incorrect",
+                    f"{what} (outputs of timed calls are checked too: right during the "
+                    "checks, wrong while timed)",
+                    rule=rule,
+                )
         if parts:  # what a round was made of, for the audit (Evaluation.timing_note)
             self.round_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
         self.rounds_timed = len(samples)
         self.raw_candidate = summarize(raw) if raw else None
         return summarize(samples)
-
-    def reserve_snapshots(self, batch: int) -> None:
-        """Every slot's snapshot buffer allocated before the rounds, as large as slot 0's (the
-        wall's calibration sized it), so that no timed round pays for an allocation."""
-        first = self.snap_bufs.get(0)
-        if first is None or self.arena is None:
-            return
-        for slot in range(1, batch):
-            buf = self.snap_bufs.get(slot)
-            if buf is None or buf.numel() < first.numel():
-                self.snap_bufs[slot] = self.torch.empty_like(first)
-
-    def check_batch(self, n: int) -> int:
-        """Rounds timed in one exclusive hold before their checks: as many as CHECK_BATCH_BYTES
-        of inputs and snapshots allow, at most CHECK_BATCH_ROUNDS; one without the arena (the
-        CPU's outputs are views of the region's slots, which the next round writes)."""
-        if self.arena is None:
-            return 1
-        shape = self.ctx.main
-        per_round = max(1, n * (shape.input_bytes + self.call_output_bytes()))
-        return max(1, min(CHECK_BATCH_ROUNDS, CHECK_BATCH_BYTES // per_round))
 
     def wall_round(
         self, n: int, sets: list[list[Any]], reference: bool = False
@@ -560,14 +511,11 @@ class TimedChecks(RoundChecks):
         n = src.numel()
         start = self.snap_cursor
         end = start + -(-n // 512) * 512
-        bufs = self.snap_bufs  # one per round of a batch (candidate_rounds)
-        slot = getattr(self, "snap_slot", 0)
-        buf = bufs.get(slot)
-        if buf is None or buf.numel() < end:
+        if getattr(self, "snap_buf", None) is None or self.snap_buf.numel() < end:
             out = self.ctx.main
             size = max(end, self.calls * (out.output_bytes + 512 * max(1, len(out.out_meta))))
-            buf = bufs[slot] = torch.empty(size, dtype=torch.uint8, device=src.device)
-        out = buf[start : start + n]
+            self.snap_buf = torch.empty(size, dtype=torch.uint8, device=src.device)
+        out = self.snap_buf[start : start + n]
         out.copy_(src)
         self.snap_cursor = end
         return out
