@@ -39,9 +39,9 @@ def test_a_source_over_the_size_limit_is_refused_before_it_is_parsed(monkeypatch
     monkeypatch.setattr(bounded, "static_check", never)
     source = GOOD + "#" * MAX_SOURCE_BYTES
     (v,) = bounded_static_check(source)
-    assert v.rule == "source-size" and "at most 256 KiB" in v.message
-    # Bytes, not characters: 100k three-byte characters are 300 KB.
-    assert bounded_static_check("# " + "\u20ac" * 100_000)[0].rule == "source-size"
+    assert v.rule == "source-size" and "at most 768 KiB" in v.message
+    # Bytes, not characters: 300k three-byte characters are 900 KB.
+    assert bounded_static_check("# " + "\u20ac" * 300_000)[0].rule == "source-size"
 
 
 def test_a_source_just_under_the_limit_is_checked():
@@ -116,12 +116,12 @@ def test_checks_from_threads_while_others_parse_never_deadlock():
 
 
 def test_the_pool_refuses_an_oversized_candidate_without_starting_a_worker():
-    huge = GOOD + "\n" + "# " + "x" * (300 * 1024) + "\n"
+    huge = GOOD + "\n" + "# " + "x" * (800 * 1024) + "\n"
     with EvalPool(workers=1, devices=["cpu"]) as pool:
         result = pool.submit(ROOT / "tests" / "tasks" / "gelu.py", huge, EvalConfig()).result()
         assert pool.stats["started"] == 0
     assert (result.status, result.rule) == ("rejected", "source-size")
-    assert "256 KiB" in result.message
+    assert "768 KiB" in result.message
 
 
 def _children() -> set[int]:
