@@ -3,7 +3,7 @@
 #
 # Here, once, in the project root (the GPU image lacks these; pyseccomp is pure Python and
 # libseccomp2 is in the image's Ubuntu; bubblewrap travels as a .deb):
-#   bash ../shared/device/wheels.sh pyseccomp
+#   bash ../shared/device/wheels.sh pyseccomp einops   (einops: tasks that import it, level3 Mamba2)
 #   mkdir -p .deb && (cd .deb && apt-get download bubblewrap)
 #   grep -qxF '/.deb/' .git/info/exclude || echo '/.deb/' >> .git/info/exclude
 # Then the device call carries [".whl", ".deb", "shared"] (shared/kernelbench copied into the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from .layout import in_memory_order
 from .normalize import normalize
 from .partition import CONV, MATMUL, POINTWISE, ROW, SPLIT, Group, partition
 from .pyforward import ForwardWriter, forward_args, init_source
-from .symbolic import bind_constants
+from .symbolic import ambiguous, bind_constants, separates
 from .trace import Unsupported, build_model, propagate, trace
 from .tunables import TUNABLES
 
@@ -101,8 +102,10 @@ def _candidate(task: Task, dtype: str) -> tuple[str, list[str], list[str]]:
     checks = check_lines(args)
     graphs, model = _graphs(task, ns)
     if variant is not None:
+        tie = _tie_breaker(task, model, variant)
+        _same_fusions(graphs, tie)
         for mode in graphs:
-            bind_constants(graphs[mode], variant[0][mode], model, variant[1])
+            bind_constants(graphs[mode], variant[0][mode], model, variant[1], _mode(tie, mode))
     splits: list[bool] = []
     text, groups, tunables = _render(task, graphs, dtype, checks, splits)
     if variant is not None and all(_ops(graphs[m]) == _ops(variant[0][m]) for m in graphs):
@@ -141,9 +144,11 @@ def _moved_candidate(
     if not all(_ops(graphs[m]) == _ops(other[m]) for m in graphs):
         return None
     checks = check_lines(fixed)
+    tie = _tie_breaker(task, model, (other, other_model, overrides)) if variant else None
+    _same_fusions(graphs, tie)
     try:
         for mode in graphs:
-            bind_constants(graphs[mode], other[mode], model, other_model)
+            bind_constants(graphs[mode], other[mode], model, other_model, _mode(tie, mode))
         splits: list[bool] = []
         text, groups, tunables = _render(task, graphs, dtype, checks, splits)
         if _render(task, other, dtype, checks, splits, replay=True)[0] != text:
@@ -166,6 +171,52 @@ def _variant(task: Task) -> tuple[dict[str, Graph], Any, dict] | None:
             continue
         return graphs, model, overrides
     return None
+
+
+def _tie_breaker(
+    task: Task, model: Any, variant: tuple[dict[str, Graph], Any, dict]
+) -> tuple[dict[str, Graph], Any] | None:
+    """The graphs at sizes where attributes equal to one another at both the task's and the
+    variant's sizes differ (symbolic.bind_constants reads the one the constant came from), or
+    None when no attributes are equal so or no sizes tried separate them (one quantity)."""
+    groups = ambiguous(model, variant[1])
+    if not groups:
+        return None
+    for overrides in variant_overrides(task):  # each one built on meta (cheap), one traced
+        if overrides == variant[2]:
+            continue
+        try:
+            ns = task_namespace(task, overrides)
+            with serialised(), torch.device("meta"):
+                built = ns["Model"](*ns["get_init_inputs"]())
+            if not separates(built, groups):
+                continue
+            return _graphs(task, ns)
+        except Exception:
+            continue
+    return None
+
+
+def _same_fusions(graphs: dict[str, Graph], tie: tuple[dict[str, Graph], Any] | None) -> None:
+    """Unsupported when the groups fused at the task's sizes are not those fused where its
+    equal sizes differ (a row reduced over one size and broadcast over the other fuses only
+    where they are equal: that kernel would be wrong at every other size)."""
+    if tie is None:
+        return
+
+    def fusions(graph: Graph) -> list[tuple[str, tuple[str, ...]]]:
+        return [(g.kind, tuple(n.op for n in g.nodes)) for g in partition(copy.deepcopy(graph))]
+
+    for mode, graph in graphs.items():
+        if mode in tie[0] and fusions(graph) != fusions(tie[0][mode]):
+            raise Unsupported(
+                "a fusion holds only where two of the task's sizes are equal (they are at the "
+                "task's sizes and at the variant's, not in general)"
+            )
+
+
+def _mode(tie: tuple[dict[str, Graph], Any] | None, mode: str) -> tuple[Graph, Any] | None:
+    return (tie[0][mode], tie[1]) if tie is not None and mode in tie[0] else None
 
 
 def _namespace(task: Task, overrides: dict[str, int] | None) -> dict[str, Any]:

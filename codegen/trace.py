@@ -143,7 +143,8 @@ def trace(model: nn.Module, path: str, inputs: list[Any] | None = None) -> fx.Gr
     tracer = LeafTracer(inputs)
     try:
         with _traced_conversions(model):
-            graph = tracer.trace(model)
+            graph = tracer.trace(model, concrete_args=_defaults_past(model, inputs))
+            _drop_none_asserts(graph)
     except Exception as e:  # fx raises many types (TraceError, TypeError, ...): all mean "no"
         raise Unsupported(f"torch.fx cannot trace Model.forward ({_why(e, path)})") from e
     gm = fx.GraphModule(model, graph)
@@ -151,11 +152,46 @@ def trace(model: nn.Module, path: str, inputs: list[Any] | None = None) -> fx.Gr
     return gm
 
 
+def _defaults_past(model: nn.Module, inputs: list[Any] | None) -> dict[str, Any] | None:
+    """forward's parameters past the inputs given, at their defaults (Mamba's
+    `initial_states=None`): fx would trace each as a value of unknown type, so that `if
+    initial_states is None` took the other branch, the one the task never takes when it is
+    called with its inputs."""
+    import inspect
+
+    if inputs is None:
+        return None
+    try:
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    past = {
+        p.name: p.default
+        for p in params[len(inputs) :]
+        if p.kind in positional and p.default is None
+    }
+    return past or None
+
+
+def _drop_none_asserts(graph: fx.Graph) -> None:
+    """fx's check that a parameter fixed at None is None (a call of its private helper): the
+    candidate's forward is called as the task's, with its inputs alone, so the parameter stays
+    in its signature with the default and the check goes."""
+    from torch.fx._symbolic_trace import _assert_is_none
+
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is _assert_is_none and not node.users:
+            graph.erase_node(node)
+
+
 @contextlib.contextmanager
 def _traced_conversions(model: nn.Module):
     """`int(...)` and `float(...)` of a traced value (Swin's `int(windows.shape[0] / (H * W /
     ws / ws))`) recorded as a graph node, which the candidate's forward writes as the same
-    call, instead of stopping the tracer (a Proxy has no __int__). The task's module-level
+    call, instead of stopping the tracer (a Proxy has no __int__), and so is a factory of
+    torch given a traced size (SIZED_FACTORIES); einops' rearrange as the
+    reshape and permute it stands for (rearrange.py). The task's module-level
     names are where its functions look `int` up: the names are bound there for the trace and
     put back after it; values that are not traced go to the builtins unchanged."""
     scopes = {
@@ -181,19 +217,82 @@ def _traced_conversions(model: nn.Module):
         convert.__name__ = real.__name__
         return convert
 
-    patched = {"int": conversion(int), "float": conversion(float)}
-    saved = [(g, {k: g[k] for k in patched if k in g}) for g in scopes.values()]
+    conversions = {"int": conversion(int), "float": conversion(float)}
+    factories = {name: getattr(torch, name) for name in SIZED_FACTORIES}
+    for name, real in factories.items():  # torch's parser takes no Proxy for a size
+        setattr(torch, name, _traced_factory(real))
+    saved = []
     for g in scopes.values():
+        patched = {**conversions, **_einops_names(g)}
+        saved.append((g, patched, {k: g[k] for k in patched if k in g}))
         g.update(patched)
     try:
         yield
     finally:
-        for g, old in saved:
+        for name, real in factories.items():
+            setattr(torch, name, real)
+        for g, patched, old in saved:
             for k in patched:
                 if k in old:
                     g[k] = old[k]
                 else:
                     g.pop(k, None)
+
+
+# torch's factories that take sizes as Python ints: `torch.ones(T, T, device=x.device)` with T
+# from x.size() stops fx (the argument parser refuses a Proxy before __torch_function__).
+SIZED_FACTORIES = ("ones", "zeros", "empty", "full", "rand", "randn", "arange", "eye")
+
+
+_PY_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
+
+
+def _traced_factory(real):
+    def factory(*args, **kwargs):
+        tracer = _tracer_of((*args, *kwargs.values()))
+        if tracer is None:
+            return real(*args, **kwargs)
+        if kwargs.get("dtype") in _PY_DTYPES:  # `dtype=bool`: torch's own name for it
+            kwargs["dtype"] = _PY_DTYPES[kwargs["dtype"]]
+        return tracer.create_proxy("call_function", real, args, kwargs)
+
+    factory.__name__ = real.__name__
+    return factory
+
+
+def _tracer_of(values) -> Any:
+    """The tracer of the first Proxy among values (tuples and lists looked into), or None."""
+    for v in values:
+        if isinstance(v, fx.Proxy):
+            return v.tracer
+        if isinstance(v, (tuple, list)):
+            found = _tracer_of(v)
+            if found is not None:
+                return found
+    return None
+
+
+def _einops_names(g: dict[str, Any]) -> dict[str, Any]:
+    """The task's names for einops' rearrange (the function, or the module) bound to the
+    traced form (rearrange.py), which writes it as torch's reshape and permute."""
+    import sys
+    import types
+
+    einops = sys.modules.get("einops")  # imported by the task if it uses it
+    if einops is None:
+        return {}
+    from .rearrange import traced_rearrange
+
+    real = getattr(einops, "rearrange", None)
+    names: dict[str, Any] = {}
+    for k, v in g.items():
+        if real is not None and v is real:
+            names[k] = traced_rearrange(real)
+        elif v is einops:
+            shim = types.SimpleNamespace(**vars(einops))
+            shim.rearrange = traced_rearrange(real)
+            names[k] = shim
+    return names
 
 
 def propagate(gm: fx.GraphModule, inputs: list[Any], path: str) -> dict[str, Any]:

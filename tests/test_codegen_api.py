@@ -134,3 +134,20 @@ def test_int_of_a_traced_size_and_module_level_helpers_are_copied(tmp_path: Path
     assert "from itertools import repeat" in src and "import collections.abc" in src
     assert src.index("def _ntuple") < src.index("to_2tuple = _ntuple(2)")
     assert "batch_size = " not in src  # a size the evaluator varies is never copied
+
+
+def test_einops_rearrange_a_traced_size_factory_and_a_default_none_parameter(tmp_path: Path):
+    """Mamba's forward: rearrange written as reshape and permute (a candidate imports no
+    einops), torch.ones(T, T, dtype=bool) of a traced T, `initial=None` left at its default;
+    and the chunk read from self.chunk, not from self.head, which holds the same value at the
+    task's sizes and at every size the variant moves both to (a wrong candidate elsewhere)."""
+    shapes = [{}, {"seq": 24, "chunk": 6}, {"head": 3}, {"batch_size": 3, "head": 5, "chunk": 2}]
+    src = check_equal("rearrange_chunks", tmp_path, shapes)
+    assert "einops" not in src and "rearrange" not in src
+    assert "self.chunk" in src and "self.head" not in src.split("def forward")[1]
+    assert "def forward(self, x, initial=None):" in src
+
+
+def test_a_fusion_that_holds_only_where_two_equal_sizes_stay_equal_is_refused():
+    result = generate(str(TASKS / "equal_sizes_row.py"), dtype="fp32")
+    assert result.source is None and "two of the task's sizes are equal" in result.reason
