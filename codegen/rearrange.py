@@ -18,10 +18,12 @@ from typing import Any
 
 import torch.fx as fx
 
+from .trace import Unsupported
+
 _TOKEN = re.compile(r"\.\.\.|\(|\)|[A-Za-z_][A-Za-z0-9_]*|1")
 
 
-class PatternError(ValueError):
+class PatternError(Unsupported):
     """A rearrange pattern this module does not write (the tracer then stops, with the reason)."""
 
 

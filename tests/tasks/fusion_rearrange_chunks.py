@@ -25,7 +25,7 @@ class Model(nn.Module):
         s = torch.cat([initial, s], dim=1)[:, 1:]
         w = (s * self.scale).sum(dim=-1)
         scores = (w[..., :, None] - w[..., None, :]).masked_fill(~mask, -torch.inf)
-        out = torch.exp(scores).sum(-1) * w
+        out = torch.sigmoid(scores).sum(-1) * w
         return rearrange(out, "b c l -> b (c l)")
 
 
