@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -187,8 +186,8 @@ def _tie_breaker(
             continue
         try:
             ns = task_namespace(task, overrides)
-            with serialised(), torch.device("meta"):
-                built = ns["Model"](*ns["get_init_inputs"]())
+            with serialised():
+                built, _ = build_model(ns, torch.float32)
             if not separates(built, groups):
                 continue
             return _graphs(task, ns)
@@ -205,7 +204,7 @@ def _same_fusions(graphs: dict[str, Graph], tie: tuple[dict[str, Graph], Any] | 
         return
 
     def fusions(graph: Graph) -> list[tuple[str, tuple[str, ...]]]:
-        return [(g.kind, tuple(n.op for n in g.nodes)) for g in partition(copy.deepcopy(graph))]
+        return [(g.kind, tuple(n.op for n in g.nodes)) for g in partition(graph)]  # reads only
 
     for mode, graph in graphs.items():
         if mode not in tie[0]:

@@ -117,18 +117,10 @@ def separates(model: nn.Module, groups: list[list[str]]) -> bool:
 
 
 def _values(model: nn.Module) -> dict[str, Any]:
-    """Attribute path -> value, for the number attributes of every submodule (and the
-    products of two integer ones, as _products names them)."""
-    out: dict[str, Any] = {}
-    for prefix, m in model.named_modules():
-        for key, v in vars(m).items():
-            if not key.startswith("_") and _number(v):
-                out[f"{prefix}.{key}" if prefix else key] = v
-    ints = sorted((p, v) for p, v in out.items() if type(v) is int)
-    for i, (pa, va) in enumerate(ints):
-        for pb, wb in ints[i:]:
-            out.setdefault(f"{pa} * {pb}", va * wb)
-    return out
+    """Attribute path -> value in `model`, for the paths bind_constants reads (one attribute,
+    or a product of two)."""
+    attrs = _numeric_attributes(model, model)
+    return {p: v for (v, _), paths in {**_products(attrs), **attrs}.items() for p in paths}
 
 
 def _products(attrs: dict[tuple[Any, Any], list[str]]) -> dict[tuple[Any, Any], list[str]]:
