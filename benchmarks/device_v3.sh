@@ -40,10 +40,25 @@ for step in "$@"; do
         harness) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
             --results "$out/RESULTS-harness.md" ;;
         clock) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_judge_clock.py ;;
-        memory) timeout "$limit" python3 benchmarks/memory_bench.py $L1/*.py --results "$out/RESULTS-memory.md" ;;
-        suite*) lvl=${name#suite}; timeout "$limit" python3 -m kernelwright.cli suite \
+        memory) timeout "$limit" python3 benchmarks/memory_bench.py ${MEM_TASKS:-$L1/*.py} \
+            --results "$out/RESULTS-memory.md" ;;
+        # A level's suite resumes across device calls: the finished rows (suite_state.json) come
+        # back in $OUT and travel again as shared/suite-state/suiteN.json (shared/ is carried).
+        suite*) lvl=${name#suite}; mkdir -p "/tmp/$name"
+            [ -f "shared/suite-state/$name.json" ] && cp "shared/suite-state/$name.json" "/tmp/$name/suite_state.json"
+            timeout "$limit" python3 -m kernelwright.cli suite \
             "shared/kernelbench/level$lvl" --model offline --out "/tmp/$name" --db "/tmp/$name.sqlite" \
-            ${SUITE_ARGS:-}; for f in /tmp/$name/suite*.md; do [ -f "$f" ] && cp "$f" "$out/$name-$(basename "$f")"; done ;;
+            ${SUITE_ARGS:-}; for f in /tmp/$name/suite*.md /tmp/$name/suite*.json; do
+                [ -f "$f" ] && cp "$f" "$out/$name-$(basename "$f")"; done
+            python3 - "/tmp/$name" <<'PY'
+import json, pathlib, sys
+for f in sorted(pathlib.Path(sys.argv[1]).glob("*/round_*/cand_*/result.json")):
+    r = json.loads(f.read_text())
+    if r.get("status") == "crashed" or r.get("rule") == "evaluator":
+        print("##", f.parent.relative_to(sys.argv[1]), r.get("status"), r.get("rule"))
+        print(r.get("message", "")[:3000])
+PY
+            ;;
         *) echo "unknown step $name" ;;
     esac
 done 2>&1 | tee "$out/device_v3.log"
