@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_codegen_harness import TASKS, check_equal, task_path
 
@@ -151,3 +152,19 @@ def test_einops_rearrange_a_traced_size_factory_and_a_default_none_parameter(tmp
 def test_a_fusion_that_holds_only_where_two_equal_sizes_stay_equal_is_refused():
     result = generate(str(TASKS / "equal_sizes_row.py"), dtype="fp32")
     assert result.source is None and "two of the task's sizes are equal" in result.reason
+
+
+def test_numpy_constants_of_init_are_written_as_their_values(tmp_path: Path):
+    """Swin V2's `/ np.log2(8)`: numpy on number literals (and np.pi) folded to a literal, since a
+    candidate cannot import numpy; numpy on anything else is refused as before."""
+    src = check_equal("numpy_constants", tmp_path, [{}, {"batch_size": 3, "dim": 40}])
+    assert "np." not in src and "numpy" not in src
+    assert "/ 3.0" in src and repr(float(np.sqrt(2.0) * np.pi)) in src
+
+
+def test_numpy_on_a_size_is_still_refused(tmp_path: Path):
+    text = (TASKS / "fusion_numpy_constants.py").read_text()
+    path = tmp_path / "numpy_size.py"
+    path.write_text(text.replace("np.sqrt(2.0)", "np.sqrt(dim)"))
+    result = generate(str(path))
+    assert result.source is None and "reads the module-level name 'np'" in result.reason
