@@ -209,7 +209,7 @@ def _wall_evaluation(eager_ms: float, per_call_ms: float, round_ms: float, n: in
     e.w = types.SimpleNamespace(cuda=True)  # a GPU's clock (the CPU tests' host clock keeps any)
     e.inside_claims = {True: [], False: []}
     e.build = lambda *a, **k: None
-    e.draw_sets = lambda n: ([0] * n, [[] for _ in range(n)])
+    e.draw_sets = lambda n: [[] for _ in range(n)]
     e.req = lambda *a, **k: types.SimpleNamespace(close=lambda: None)
     jitter = iter([1.0, 1.02, 0.99, 1.01] * 10)
 
@@ -378,7 +378,7 @@ def _baseline_evaluation(monkeypatch, fill_ms: float, call_ms: float, n: int):
         main=types.SimpleNamespace(ref=call, output_bytes=4096), compiled=None, work=None
     )
     e.main_region = (types.SimpleNamespace(flat=None), types.SimpleNamespace(inputs=[[None]] * n))
-    e.draw_sets = lambda k: ([0] * k, [[0] for _ in range(k)])
+    e.draw_sets = lambda k: [[0] for _ in range(k)]
     e.fill_sets, e.fill_ms = fill, 0.05
     return e
 

@@ -102,6 +102,9 @@ class Evaluation(TimedChecks):
         self.wall_spread = 0.0  # the wall's rounds: interquartile range over their median
         self.baseline_tries = 0  # eager's rounds measured this many times (impossible before)
         self.round_parts: tuple[float, ...] = ()  # medians: inputs, candidate's part, copy
+        # Medians of the judge's work between the candidate's timed rounds, outside the clock
+        # but inside the exclusive hold: the draws, describe, the checks, the release.
+        self.between_parts: tuple[float, ...] = ()
         self.wall_parts: tuple[float, ...] = ()  # the same of the reference's rounds
         # What the candidate's process says of its rounds (reference rounds: True), a claim.
         self.inside_claims: dict[bool, list[tuple[float, ...]]] = {True: [], False: []}
@@ -310,6 +313,12 @@ class Evaluation(TimedChecks):
                 launch = statistics.median(c[0] for c in claims)
                 wait = statistics.median(c[1] for c in claims)
                 cal += f" (its process says: launching {launch:.4f} ms, waiting {wait:.4f} ms)"
+        if self.between_parts:
+            draw, describe, checks, release = self.between_parts
+            cal += (
+                f"; between the candidate's rounds, median: draws {draw:.4f} ms, describe "
+                f"{describe:.4f} ms, checks {checks:.4f} ms, release {release:.4f} ms"
+            )
         kept = (
             f" (for an earlier candidate of this task, {self.baseline_age_s:.0f} s before)"
             if self.baseline_age_s is not None

@@ -203,12 +203,13 @@ class TimedChecks(RoundChecks):
             MAX_CALLS if self.w.cuda else 4,  # the interpreter: milliseconds per call
         )
 
-    def draw_sets(self, n: int) -> tuple[list[int], list[list[Any]]]:
-        from ..task import build_inputs
+    def draw_sets(self, n: int) -> list[list[Any]]:
+        """A round's n input sets, fresh values (the judge's seed: no candidate has seen them)."""
+        from ..task.build import build_input_sets
 
-        seeds = [self.w.rng.randrange(2**31) for _ in range(n)]
         ctx = self.ctx
-        return seeds, [build_inputs(ctx.main.ns, ctx.dtype, self.w.device, s) for s in seeds]
+        seed = self.w.rng.randrange(2**31)
+        return build_input_sets(ctx.main.ns, ctx.dtype, self.w.device, seed, n)
 
     def fill_sets(self, sets: list[list[Any]]) -> None:
         from ..crossing.regions import fill
@@ -262,7 +263,7 @@ class TimedChecks(RoundChecks):
 
     def calibrate(self, n: int) -> None:
         """The judge's own parts of a round, measured alone (no candidate process alive)."""
-        _, sets = self.draw_sets(n)
+        sets = self.draw_sets(n)
         fills = []
         for _ in range(CALIBRATION_REPS):
             self.sync()
@@ -289,7 +290,7 @@ class TimedChecks(RoundChecks):
             warmup = min(self.config.warmup, WALL_WARMUP)
             claims = self.inside_claims[True]
             for r in range(warmup + min(self.timed_reps(), WALL_REPS)):
-                _, sets = self.draw_sets(n)
+                sets = self.draw_sets(n)
                 before = len(claims)
                 wall, part, _ = self.wall_round(n, sets, reference=True)
                 self.req({"op": "release"}, expect=("released",)).close()
@@ -346,7 +347,7 @@ class TimedChecks(RoundChecks):
         for r in range(cfg.warmup + reps):
             order = list(fns) if r % 2 == 0 else list(fns)[::-1]
             for name in order:
-                _, sets = self.draw_sets(n)
+                sets = self.draw_sets(n)
                 args = [
                     [v if v is not None else x for v, x in zip(views[k], sets[k])] for k in range(n)
                 ]
@@ -407,19 +408,28 @@ class TimedChecks(RoundChecks):
         failures: list[tuple[str, str]] = []
         reps = self.timed_reps()
         overhead = self.wall_overhead_ms or 0.0
+        between: list[tuple[float, ...]] = []  # per round: draws, describe, checks, release
         for r in range(cfg.warmup + reps):
             if settled(samples, reps):
                 break
-            _, sets = self.draw_sets(n)
+            t0 = time.perf_counter()
+            sets = self.draw_sets(n)
+            t1 = time.perf_counter()
             wall, part, snaps = self.wall_round(n, sets)
+            t2 = time.perf_counter()
             if r >= cfg.warmup:
                 samples.append(max(wall / n - overhead, 0.0))
                 raw.append(wall / n)
                 parts.append(part)
             outs = self.describe_round(snaps, n)
+            t3 = time.perf_counter()
             self.check_round(r, outs, sets, failures)
+            t4 = time.perf_counter()
             self.req({"op": "release"}, expect=("released",)).close()
             self.note_memory()
+            t5 = time.perf_counter()
+            spans = ((t0, t1), (t2, t3), (t3, t4), (t4, t5))
+            between.append(tuple((b - a) * 1e3 for a, b in spans))
             if failures:
                 rule, what = failures[0]
                 raise Verdict(
@@ -430,6 +440,8 @@ class TimedChecks(RoundChecks):
                 )
         if parts:  # what a round was made of, for the audit (Evaluation.timing_note)
             self.round_parts = tuple(statistics.median(p[i] for p in parts) for i in range(3))
+        if between:  # and what the judge did between its clocks (in the exclusive hold too)
+            self.between_parts = tuple(statistics.median(b[i] for b in between) for i in range(4))
         self.rounds_timed = len(samples)
         self.raw_candidate = summarize(raw) if raw else None
         return summarize(samples)

@@ -53,18 +53,26 @@ def build_inputs(ns: Mapping[str, Any], dtype, device, seed: int) -> list[Any]:
     the same module-level tensor twice), keep their strides (a transposed or sliced input stays
     non-contiguous) and expanded dimensions stay expanded. Non-tensor inputs pass through.
     """
+    return build_input_sets(ns, dtype, device, seed, 1)[0]
+
+
+def build_input_sets(ns: Mapping[str, Any], dtype, device, seed: int, n: int) -> list[list[Any]]:
+    """n input sets as build_inputs draws one, under a single seeding: set k is what the k-th
+    call of get_inputs() after seeding draws (set 0 is build_inputs' set for `seed`). A timed
+    round draws up to 64 sets, and the generators' fork, seeding and restore cost more than a
+    small set's draw."""
     dtype, device = as_dtype(dtype), torch.device(device)
-    inputs = None
+    sets = None
     if device.type == "cuda":
         try:
             with seeded(seed, device), device:
-                inputs = list(ns["get_inputs"]())
+                sets = [list(ns["get_inputs"]()) for _ in range(n)]
         except Exception:
-            inputs = None
-    if inputs is None:
+            sets = None
+    if sets is None:
         with seeded(seed, device):  # the device's RNG too, for a get_inputs that draws there
-            inputs = list(ns["get_inputs"]())
-    return [_placed(x, dtype, device) for x in inputs]
+            sets = [list(ns["get_inputs"]()) for _ in range(n)]
+    return [[_placed(x, dtype, device) for x in inputs] for inputs in sets]
 
 
 def load_parameters(src: nn.Module | list[tuple[str, torch.Tensor]], dst: nn.Module) -> list[str]:
