@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from typing import Any
 
 import torch
@@ -204,6 +205,10 @@ def split_top(expr: str, sep: str) -> list[str]:
     return [expr[a:b] for a, b in zip(starts, [*cuts, len(expr)], strict=True)]
 
 
+# An augmented assignment's target and operator (`acc += `, `self.n //= `, `x[i] -= `).
+AUGMENTED = re.compile(r"^[\w.]+(\[[^\]]*\])? (\+|-|\*|/|//|%|\*\*|@|&|\||\^|<<|>>)= ")
+
+
 def fit(line: str) -> list[str]:
     """A statement over the line limit wrapped the way ruff format wraps it (calls split at
     their arguments, other expressions parenthesised and split at + or &)."""
@@ -221,6 +226,9 @@ def fit(line: str) -> list[str]:
     if not eq:
         head, expr = "", stmt
     prefix = f"{head} = " if eq else ""
+    augmented = AUGMENTED.match(stmt)
+    if augmented:  # `acc += a + b`: the right side is wrapped, never the statement
+        prefix, expr = augmented.group(0), stmt[augmented.end() :]
     if not eq and stmt.startswith("return "):
         prefix, expr = "return ", stmt[len("return ") :]
     # One call `f(...)` (optionally followed by .method(...)), display or comprehension: split

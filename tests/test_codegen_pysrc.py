@@ -33,6 +33,10 @@ STATEMENTS = [
     # brackets and commas inside string literals are not split
     'self.names = dict(first="a, (b", second="c], d", third="e) f, g", fourth="h[, i", '
     'fifth="j, k}", sixth="l")',
+    # an augmented assignment (a Welford update of Swin V2's long names): its right side wrapped,
+    # never the statement (`(acc += ...)` is a syntax error)
+    "var_27_m2 += mlp_fc2_bm2_of_layer_3 + mlp_fc2_delta * mlp_fc2_delta * var_27_n_over_the_total",
+    "self.total[0] -= first_partial_sum_of_the_rows + second_partial_sum_of_the_rows + extra_terms",
 ]
 
 
