@@ -138,6 +138,12 @@ def test_many_tensors_of_mixed_dtypes_travel_packed_in_one_memfd():
         assert view.dtype == t.dtype and view.shape == t.shape and torch.equal(view, t)
         del view
         other.close()
+    # All at once, as the candidate's process takes a model's parameters: one mapping in all.
+    maps, views = transport.rebuild_packed(descs, [buffer.fd], max_bytes=1 << 30)
+    assert len(maps) == 1
+    assert all(torch.equal(v, t) and v.dtype == t.dtype for v, t in zip(views, tensors))
+    del views
+    maps[0].close()
     buffer.close()
     nothing, descs = transport.pack([], 0)  # a model without parameters still sends a buffer
     assert descs == [] and nothing.fd >= 0
@@ -213,3 +219,37 @@ def test_a_tensor_larger_than_the_file_size_limit_travels(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "file limited: 27" in done.stdout
+
+
+PACKED_UNDER_A_LIMIT = """
+import resource, sys, torch
+from kernelwright.sandbox.crossing import transport
+tensors = [torch.full((64, 1024), float(i)) for i in range(400)]  # 100 MiB in all
+buffer, descs = transport.pack(tensors, 0)
+hard = resource.getrlimit(resource.RLIMIT_DATA)[1]
+resource.setrlimit(resource.RLIMIT_DATA, (4 << 30, hard))
+maps, views = transport.rebuild_packed(descs, [buffer.fd], max_bytes=1 << 40)
+assert len(maps) == 1 and all(float(v[3, 5]) == i for i, v in enumerate(views))
+del views, maps
+kept = []
+try:  # a mapping of the whole memfd per tensor, all alive at once: past the limit
+    for d in descs:
+        kept.append(transport.rebuild(d, [buffer.fd], max_bytes=1 << 40))
+except OSError:
+    print("ok")
+else:
+    print("the limit did not hold", len(kept))
+"""
+
+
+def test_packed_tensors_take_one_mapping_under_a_data_limit():
+    """Swin V2's ~400 parameters in a 0.1 GiB memfd, rebuilt under an RLIMIT_DATA of 4 GiB: one
+    mapping for all fits; one copy-on-write mapping of the whole memfd per tensor (the
+    candidate's process did so) found no memory."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", PACKED_UNDER_A_LIMIT], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr[-2000:]

@@ -157,10 +157,11 @@ class CandidateServer:
                 "rejected", "ModelNew(...).to(...) did not return an nn.Module", "model-new"
             )
         model.train(bool(m["training"]))
-        params = []
-        for entry in m["params"]:
-            _, host = transport.rebuild(entry["tensor"], fds, max_bytes=1 << 40)
-            params.append((entry["name"], host.to(self.device)))
+        entries = m["params"]
+        # One mapping of the packed memfd for all of them (transport.rebuild_packed).
+        _, hosts = transport.rebuild_packed([e["tensor"] for e in entries], fds, max_bytes=1 << 40)
+        params = [(e["name"], h.to(self.device)) for e, h in zip(entries, hosts, strict=True)]
+        del hosts
         unmatched = load_parameters(params, model)
         own = {name for name, _ in model.named_parameters()}
         bad = [n for n in unmatched if n in own]

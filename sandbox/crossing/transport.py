@@ -340,6 +340,33 @@ def rebuild(
     maps it copy-on-write; `shared`: writable and shared with the sender (the candidate's view
     of the judge's inputs, which forward may write in place).
     """
+    layout = _checked(desc, fds, max_bytes=max_bytes, shared=shared)
+    buffer = _mapped(fds[layout[0]], layout[5], shared)
+    return buffer, _view(buffer, *layout[1:5])
+
+
+def rebuild_packed(
+    descs: Sequence[Any], fds: list[int], *, max_bytes: int
+) -> tuple[list[SharedBuffer], list[torch.Tensor]]:
+    """Many tensors of a few memfds (pack's): each memfd checked as `rebuild` checks it and
+    mapped once, every tensor a view of its memfd's one mapping. A model's hundreds of
+    parameters travel in one memfd; a mapping per tensor, each of the whole memfd and
+    copy-on-write, counts against the process's data limit once per tensor (Swin V2's ~400
+    tensors of a 0.1 GiB memfd found no memory under the candidate's RLIMIT_DATA)."""
+    layouts = [_checked(d, fds, max_bytes=max_bytes, shared=False) for d in descs]
+    maps: dict[int, SharedBuffer] = {}
+    for index, *_, nbytes in layouts:
+        if index not in maps:
+            maps[index] = _mapped(fds[index], nbytes, False)
+    tensors = [_view(maps[index], *rest) for index, *rest, _ in layouts]
+    return list(maps.values()), tensors
+
+
+def _checked(
+    desc: Any, fds: list[int], *, max_bytes: int, shared: bool
+) -> tuple[int, torch.dtype, list[int], list[int], int, int]:
+    """rebuild's checks of one description: (its fd's index, dtype, shape, strides, offset,
+    the memfd's size in bytes)."""
     if not isinstance(desc, dict):
         raise ProtocolError("a tensor description that is not an object")
     dtype = DTYPES.get(desc.get("dtype"))  # type: ignore[arg-type]
@@ -370,13 +397,22 @@ def rebuild(
             f"a tensor of shape {shape[:8]} strides {stride[:8]} reaches {reach * size} bytes "
             f"of a {nbytes}-byte buffer"
         )
+    return index, dtype, shape, stride, offset, nbytes
+
+
+def _mapped(fd: int, nbytes: int, shared: bool) -> SharedBuffer:
     buffer = SharedBuffer(nbytes, fd=os.dup(fd), private=not shared)
     os.close(buffer.fd)  # the mapping needs no descriptor: none leaks, whoever keeps the tensor
     buffer.fd = -1
-    flat = buffer.tensor(dtype)
-    if numel == 0:
-        return buffer, torch.empty(tuple(shape), dtype=dtype)
-    return buffer, flat.as_strided(tuple(shape), tuple(stride), offset)
+    return buffer
+
+
+def _view(
+    buffer: SharedBuffer, dtype: torch.dtype, shape: list[int], stride: list[int], offset: int
+) -> torch.Tensor:
+    if any(n == 0 for n in shape):
+        return torch.empty(tuple(shape), dtype=dtype)
+    return buffer.tensor(dtype).as_strided(tuple(shape), tuple(stride), offset)
 
 
 _SEAL_NAMES = {
