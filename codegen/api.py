@@ -276,7 +276,7 @@ def _render(
     (a render at another size must give the same text, kernel_row_split.takes_split)."""
     splits = [] if splits is None else splits
     row_groups = 0
-    init_lines, helper_classes = init_source(task.source)
+    init_lines, helper_classes, methods = init_source(task.source)
     init_lines = init_lines + checks
     fwd_args = forward_args(task.source)
     emitted: list[Emitted] = []
@@ -315,7 +315,7 @@ def _render(
             launchers[id(g)] = (e.launcher, e.outputs)
         writer = ForwardWriter(graph, groups, launchers)
         bodies[mode] = writer.statements("        ")
-    model_new = _model_new(init_lines, fwd_args, bodies)
+    model_new = _model_new(init_lines + methods, fwd_args, bodies)
     if uses_attention:
         helper_classes = [attention.source(), *helper_classes]
     tunables = []

@@ -53,8 +53,15 @@ def model_class(source: str) -> ast.ClassDef:
     raise Unsupported("the task defines no class Model")
 
 
-def init_source(source: str) -> tuple[list[str], list[list[str]]]:
-    """ModelNew.__init__ (lines, indented for the class) and the helper classes it needs."""
+# ModelNew's methods the codegen writes itself: a task's method of one of these names cannot be
+# copied beside them.
+WRITTEN_METHODS = ("__init__", "forward", "_forward_train", "_forward_eval")
+
+
+def init_source(source: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """ModelNew.__init__ (lines, indented for the class), the helper classes it needs, and the
+    methods of Model that __init__ calls (ResNet's `self._make_layer(...)`), indented for the
+    class: every method __init__ reaches through `self.name`, and those they reach."""
     tree = parse(source)
     folded = _fold_numpy(tree)
     cls = next(s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model")
@@ -84,7 +91,9 @@ def init_source(source: str) -> tuple[list[str], list[list[str]]]:
     imports = _stdlib_imports(tree)
     needed: list[str] = []
     missing: set[str] = set()  # read, and bound nowhere in the task's file either
-    _collect_helpers(init, defs, needed, imports, _module_names(tree), missing)
+    methods = _init_methods(cls, init)
+    for node in [init, *methods]:
+        _collect_helpers(node, defs, needed, imports, _module_names(tree), missing)
     # In the task's own order: a module-level call runs when the file is imported, after the
     # definitions above it.
     order = {id(s): i for i, s in enumerate(tree.body)}
@@ -95,15 +104,53 @@ def init_source(source: str) -> tuple[list[str], list[list[str]]]:
     used = sorted(imports[name] for name in needed if name in imports)
     if used:
         blocks.insert(0, list(dict.fromkeys(text for _, text in used)))
-    lines = ["    " + line if line else "" for line in _unparse(init).splitlines()]
+    lines = _function_lines(source, init_node, init, aliases, folded)
+    copied: list[str] = []
+    for node in methods:
+        fixed = _fix_super(node, aliases)
+        copied += ["", *_noqa(_function_lines(source, node, fixed, aliases, folded), missing)]
+    return lines, blocks, copied
+
+
+def _function_lines(
+    source: str, node: ast.FunctionDef, fixed: ast.AST, aliases: dict[str, str], folded: int
+) -> list[str]:
+    """A method of Model as ModelNew's (`fixed`: _fix_super's copy), indented for the class."""
+    lines = ["    " + line if line else "" for line in _unparse(fixed).splitlines()]
     lines = [x for line in lines for x in fit(line)]
     if any(len(line) > LINE for line in lines):
         # A statement the wrapping does not know: the author's own lines, as written, rather
         # than no candidate (the file is then not what ruff format would write).
         if folded:  # the author's lines still call numpy, which a candidate cannot import
-            raise Unsupported("Model.__init__ reads numpy in a statement too long to rewrite")
-        lines = _as_written(source, init_node, aliases)
-    return lines, blocks
+            raise Unsupported(f"Model.{node.name} reads numpy in a statement too long to rewrite")
+        lines = _as_written(source, node, aliases)
+    return lines
+
+
+def _init_methods(cls: ast.ClassDef, init: ast.FunctionDef) -> list[ast.FunctionDef]:
+    """Model's methods that __init__ reaches through `self.name` (transitively), in the class's
+    order; forward and the methods it alone uses are not copied (forward is written anew)."""
+    own = {
+        s.name: s
+        for s in cls.body
+        if isinstance(s, ast.FunctionDef) and s.name not in ("__init__", "forward")
+    }
+    reached: set[str] = set()
+    pending: list[ast.AST] = [init]
+    while pending:
+        for n in ast.walk(pending.pop()):
+            if (
+                isinstance(n, ast.Attribute)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == "self"
+                and n.attr in own
+                and n.attr not in reached
+            ):
+                if n.attr in WRITTEN_METHODS:
+                    raise Unsupported(f"Model.__init__ calls a method named {n.attr}")
+                reached.add(n.attr)
+                pending.append(own[n.attr])
+    return [own[name] for name in own if name in reached]
 
 
 # -- numpy's constants --------------------------------------------------------------------------
