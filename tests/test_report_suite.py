@@ -90,6 +90,9 @@ def test_suite_report_by_level_with_bound_tuned_and_notes(tmp_path):
         "correct": 2,
         "geomean_speedup_eager": pytest.approx(1.0),
         "geomean_speedup_compiled": pytest.approx(0.5),
+        "geomean_speedup_fastest": pytest.approx(0.5),  # 1.0 and 0.25 against the faster
+        "shipped": 0,  # a tie with the baseline is not shipped
+        "geomean_shipped": pytest.approx(1.0),
     }
     assert s["levels"]["level2"]["tasks"] == 2 and s["levels"]["level2"]["correct"] == 1
     assert suite_summary(SUITE)["levels"] == {}  # plain task names: no levels
@@ -176,3 +179,18 @@ def test_a_cpu_suite_says_times_are_not_meaningful_once_and_draws_no_empty_chart
     assert "<img" not in page and "suite_speedups.png" not in md and "plot" not in paths
     timed = write_suite_report(SUITE, tmp_path / "gpu")
     assert "not meaningful" not in timed["html"].read_text() and timed["plot"].is_file()
+
+
+def test_the_summary_against_the_faster_baseline_and_as_shipped():
+    """Issue 27's figures: each task's speedup over the faster of eager and torch.compile, and the
+    geomean as shipped (a kernel slower than that baseline is not shipped: the task stays 1.00x)."""
+    rows = [
+        {"task": "level1/a", "correct": True, "speedup_eager": 2.0, "speedup_compiled": 1.6},
+        {"task": "level1/b", "correct": True, "speedup_eager": 1.2, "speedup_compiled": 0.5},
+        {"task": "level1/c", "correct": True, "speedup_eager": 0.9, "speedup_compiled": None},
+        {"task": "level1/d", "correct": False, "speedup_eager": 3.0, "speedup_compiled": 3.0},
+    ]
+    level = suite_summary(rows)["levels"]["level1"]
+    assert level["geomean_speedup_fastest"] == pytest.approx((1.6 * 0.5 * 0.9) ** (1 / 3))
+    assert level["shipped"] == 1
+    assert level["geomean_shipped"] == pytest.approx(1.6 ** (1 / 3))
