@@ -30,8 +30,9 @@ from .normalize import normalize
 from .partition import CONV, MATMUL, POINTWISE, ROW, SPLIT, Group, partition
 from .pyforward import ForwardWriter, forward_args, init_source
 from .symbolic import ambiguous, bind_constants, separates
-from .trace import Unsupported, build_model, propagate, trace
+from .trace import build_model, propagate, trace
 from .tunables import TUNABLES
+from .unsupported import Unsupported
 
 DTYPES = torch_dtypes()
 # Moving the constructor arguments costs two more builds of the model; past this many seconds

@@ -11,7 +11,7 @@ from .ir import PW, TASK, Node
 from .ir import SCALAR as SCALAR_KIND
 from .partition import Group
 from .pysrc import literal
-from .trace import Unsupported
+from .unsupported import Unsupported
 
 
 @dataclass

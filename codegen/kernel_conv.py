@@ -33,7 +33,7 @@ from .kernel_pointwise import write_pointwise
 from .partition import POINTWISE, Group
 from .pysrc import call, docstring
 from .template import render
-from .trace import Unsupported
+from .unsupported import Unsupported
 
 _KERNEL = """
 @triton.jit

@@ -26,7 +26,7 @@ from .kernel_row_split import RowSplit
 from .kernel_row_stream import StreamedPasses
 from .pysrc import call, comment_lines, docstring, prod
 from .template import Block, render
-from .trace import Unsupported
+from .unsupported import Unsupported
 
 _KERNEL = """
 @triton.jit

@@ -28,8 +28,8 @@ from .ir import PW, RED, Node
 from .kernel_split import NEG_INF, combine_lines, partial_parts
 from .pysrc import call, comment_lines, docstring, drop_dead
 from .template import render
-from .trace import Unsupported
 from .tunables import TUNABLES
+from .unsupported import Unsupported
 
 if TYPE_CHECKING:
     from .partition import Geometry

@@ -12,7 +12,7 @@ from __future__ import annotations
 from .ir import PW, RED, STORE, Node
 from .pysrc import comment_lines
 from .template import render
-from .trace import Unsupported
+from .unsupported import Unsupported
 
 # One pass over the row: the accumulators start, every block of the row updates them (the
 # full-size members recomputed, the full-size outputs written), and the statistics are finished.

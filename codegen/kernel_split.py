@@ -21,7 +21,7 @@ from .index import SCALAR, access, kept_pattern
 from .ir import PW, RED, STORE, Node
 from .pysrc import call, docstring, prod
 from .template import render
-from .trace import Unsupported
+from .unsupported import Unsupported
 
 NEG_INF, POS_INF = '-float("inf")', 'float("inf")'
 SPLIT_OPS = {"sum", "mean", "amax", "amin", "var", "prod"}

@@ -20,7 +20,8 @@ from .normalize_conv import ConvOps
 from .normalize_matmul import MatmulOps
 from .normalize_norms import NormOps
 from .normalize_reductions import ReductionOps
-from .trace import TensorInfo, Unsupported
+from .trace import TensorInfo
+from .unsupported import Unsupported
 
 VIEW_METHODS = {
     "view",

@@ -13,7 +13,8 @@ from ..errors import KernelwrightError
 from .ir import MM, PARAM, PW, RED, TASK, Node, broadcast_shape, reduced_shape
 from .kernel_split import SPLIT_OPS
 from .partition import SPLIT, Geometry
-from .trace import TensorInfo, Unsupported
+from .trace import TensorInfo
+from .unsupported import Unsupported
 
 
 class NoPattern(KernelwrightError):

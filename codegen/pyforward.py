@@ -20,7 +20,7 @@ from ..sandbox.static.pyparse import parse
 from .ir import INPUT, PARAM, SCALAR, TORCH, Graph, Node
 from .partition import Group
 from .pysrc import LINE, call, fit, literal
-from .trace import Unsupported
+from .unsupported import Unsupported
 
 OPERATORS = {
     operator.add: "+",

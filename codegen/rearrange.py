@@ -18,7 +18,7 @@ from typing import Any
 
 import torch.fx as fx
 
-from .trace import Unsupported
+from .unsupported import Unsupported
 
 _TOKEN = re.compile(r"\.\.\.|\(|\)|[A-Za-z_][A-Za-z0-9_]*|1")
 

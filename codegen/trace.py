@@ -17,14 +17,8 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ..errors import KernelwrightError
 from ..sandbox.task.metashapes import quick_rnns
-
-
-class Unsupported(KernelwrightError):
-    """The model has no offline candidate; the message says why, in one line."""
-
-    fault = "task"
+from .unsupported import Unsupported
 
 
 class LeafTracer(fx.Tracer):

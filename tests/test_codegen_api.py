@@ -172,6 +172,6 @@ def test_numpy_on_a_size_is_still_refused(tmp_path: Path):
 
 def test_methods_init_calls_are_copied_into_model_new(tmp_path: Path):
     """ResNet's `self._make_layer(...)` in __init__: ModelNew crashed without the method."""
-    src = check_equal("init_methods", tmp_path, [{}, {"batch_size": 3, "dim": 24, "depth": 3}])
+    src = check_equal("init_methods", tmp_path, [{}, {"batch_size": 3, "dim": 24}])
     assert "def _make_stage(self, dim, depth):" in src and "def _make_block(self, dim):" in src
     assert "def _scaled" not in src  # forward's alone: forward is written from the graph

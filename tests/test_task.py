@@ -21,6 +21,7 @@ from kernelwright.sandbox.task import (
     load_task,
     parse_size,
     shrink_overrides,
+    structural_constants,
     task_namespace,
     variant_note,
     variant_overrides,
@@ -245,6 +246,46 @@ def test_variants_never_repeat_the_default_and_come_most_aggressive_first(tmp_pa
     changed = [sum(v[k] != task.sizes[k] for k in v) for v in variants]
     assert changed[0] == len(task.sizes)
     assert changed[-len(task.sizes) :] == [1] * len(task.sizes)  # one at a time comes last
+
+
+STAGES = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, widths, blocks):
+        super().__init__()
+        self.stages = nn.ModuleList(
+            nn.Sequential(*[nn.Linear(widths[0], widths[0]) for _ in range(n)]) for n in blocks
+        )
+
+    def forward(self, x):
+        for stage in self.stages:
+            x = torch.relu(stage(x))
+        return x
+
+batch_size = 16
+dim = 32
+blocks = (2, 3)
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+def get_init_inputs():
+    return [(dim,), blocks]
+"""
+
+
+def test_a_constant_that_changes_the_modules_is_never_varied(tmp_path):
+    """ResNet's `layers = [3, 4, 23, 3]`: moving it builds another network (other parameters),
+    for which a candidate written for the task's network is not wrong; sizes still move."""
+    task = load_task(write(tmp_path, STAGES))
+    assert structural_constants(task) == ["blocks"]
+    variants = variant_overrides(task)
+    assert variants and all(v["blocks"] == (2, 3) for v in variants)
+    assert variants[0]["batch_size"] != 16 and variants[0]["dim"] != 32
+    note = variant_note(task, variants[0])
+    assert "not varied: blocks (moving it changes the model's modules" in note
 
 
 def test_variant_is_never_larger_in_memory(tmp_path):

@@ -40,7 +40,14 @@ from .parse import (
 )
 from .probe import input_bytes
 from .shrink import KEEP_SMALL, shrink_overrides
-from .vary import MAX_VARIANT_SHRINK_ROUNDS, RATIO, SMALL_SIZE, variant_note, variant_overrides
+from .vary import (
+    MAX_VARIANT_SHRINK_ROUNDS,
+    RATIO,
+    SMALL_SIZE,
+    structural_constants,
+    variant_note,
+    variant_overrides,
+)
 
 __all__ = [
     "AXIS_NAMES",
@@ -70,6 +77,7 @@ __all__ = [
     "redraw_",
     "seeded",
     "shrink_overrides",
+    "structural_constants",
     "task_namespace",
     "variant_note",
     "variant_overrides",

@@ -30,10 +30,22 @@ class _Probe:
     bytes: int  # inputs, plus parameters and buffers when built, floating ones at fp32
     built: bool  # Model(*get_init_inputs()) was constructed
     ran: bool  # and its forward ran
+    # The names of its parameters and buffers when built: the model's modules. A constant that
+    # changes them (ResNet's `layers = [3, 4, 23, 3]`, a number of stages) makes another
+    # network, not the same one at other sizes.
+    modules: tuple[str, ...] = ()
 
     def as_valid_as(self, base: _Probe) -> bool:
-        """Whatever worked at the task's own sizes works here too."""
-        return (self.built or not base.built) and (self.ran or not base.ran)
+        """Whatever worked at the task's own sizes works here too, on the same network."""
+        return (
+            (self.built or not base.built)
+            and (self.ran or not base.ran)
+            and self.same_modules(base)
+        )
+
+    def same_modules(self, base: _Probe) -> bool:
+        """The same network as `base` (where both were built; unknown otherwise: True)."""
+        return not (self.built and base.built) or self.modules == base.modules
 
 
 class _Prober:
@@ -73,12 +85,13 @@ def _probe_unlocked(task: Task, sizes: Mapping[str, Size]) -> _Probe | None:
     except Exception:
         return _Probe(total, built=False, ran=False)
     total += _tensor_bytes([*model.parameters(), *model.buffers()])
+    modules = tuple(sorted(name for name, _ in [*model.named_parameters(), *model.named_buffers()]))
     try:
         with torch.no_grad(), quick_rnns(model):
             model(*inputs)
     except Exception:
-        return _Probe(total, built=True, ran=False)
-    return _Probe(total, built=True, ran=True)
+        return _Probe(total, built=True, ran=False, modules=modules)
+    return _Probe(total, built=True, ran=True, modules=modules)
 
 
 def _tensor_bytes(values: Any) -> int:

@@ -65,7 +65,30 @@ def variant_overrides(task: Task) -> list[dict[str, Size]]:
     for c in ladder:
         if c != slots and c not in unique:
             unique.append(c)
-    return [_with_slots(task.sizes, c) for c in _meta_ordered(prober, slots, unique, moves)]
+    ordered = _meta_ordered(prober, slots, unique, moves)
+    base = prober.slots(slots)
+    if base is not None and base.built:  # another network is no variant of this one
+        ordered = [c for c in ordered if (p := prober.slots(c)) is None or p.same_modules(base)]
+    return [_with_slots(task.sizes, c) for c in ordered]
+
+
+def structural_constants(task: Task) -> list[str]:
+    """The size constants that change the model's modules (its parameters' and buffers' names)
+    when moved alone, as the variants move them: ResNet's `layers`, a number of stages. Moving
+    one makes another network, so no variant moves it (a candidate may be written for the
+    task's network). Empty where the model does not build on meta at the task's sizes."""
+    slots = _slot_values(task, task.sizes)
+    prober = _Prober(task)
+    base = prober.slots(slots)
+    if base is None or not base.built:
+        return []
+    out = []
+    for name in dict.fromkeys(n for n, _ in slots):
+        moved = {s: _aggressive(v) if s[0] == name else v for s, v in slots.items()}
+        probe = prober.slots(moved)
+        if probe is not None and not probe.same_modules(base):
+            out.append(name)
+    return out
 
 
 def variant_note(task: Task, sizes: Mapping[str, Size], tried: Sequence[str] = ()) -> str:
@@ -86,6 +109,12 @@ def variant_note(task: Task, sizes: Mapping[str, Size], tried: Sequence[str] = (
             varied += [f"{name}[{i}]" for _, i in moved]
             kept += [f"{name}[{i}]" for _, i in own if (name, i) not in moved]
     note = f"also checked at {_sizes_text(sizes)} (varied: {', '.join(varied) or 'none'}"
+    structural = [k for k in structural_constants(task) if k in kept] if kept else []
+    if structural:
+        kept = [k for k in kept if k not in structural]
+        them = "it" if len(structural) == 1 else "them"
+        note += f"; not varied: {', '.join(structural)} (moving {them} changes the model's "
+        note += "modules, not only their sizes: another network)"
     if kept:
         note += f"; not varied: {', '.join(kept)}, the reference failing at every variant tried "
         note += "that moves them too"
