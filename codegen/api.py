@@ -246,6 +246,7 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
     except Exception as e:
         raise Unsupported(f"Model cannot be built on the meta device: {_first(e)}") from e
     out: dict[str, Graph] = {}
+    traced: dict[str, tuple[Any, Any, Any]] = {}
     for mode in ("train", "eval"):
         if mode == "eval":
             m32.eval()
@@ -261,7 +262,22 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
             info32 = propagate(gm32, in32, str(task.path))
             info16 = propagate(gm16, in16, str(task.path))
         out[mode] = normalize(gm32, info32, info16)
+        traced[mode] = (gm32, info32, info16)
+    if all(_only_pooling(g) for g in out.values()):
+        # Nothing to fuse but pooling: pooling itself as a Triton kernel (kernel_pool.py).
+        # Elsewhere it stays torch's (cuDNN) until the two are timed against each other.
+        out = {mode: normalize(*traced[mode], pools=True) for mode in out}
     return out, m32
+
+
+# The pooling modules a forward may consist of (their names as torch nodes of the graph).
+POOLING = {f"{kind}pool{rank}d" for kind in ("max", "avg") for rank in (1, 2, 3)}
+
+
+def _only_pooling(graph: Graph) -> bool:
+    """Nothing of `graph` fuses, and some of what torch keeps is pooling."""
+    torch_ops = {n.origin or n.op for n in graph.nodes if n.kind == "torch"}
+    return bool(torch_ops & POOLING) and not partition(graph)
 
 
 def _render(

@@ -182,6 +182,10 @@ _TUNABLES = [
 def write_conv(w: GroupWriter) -> Emitted:
     g = w.g
     conv = next(n for n in g.nodes if n.kind == "conv")
+    if conv.op in ("maxpool", "avgpool"):  # the same node kind: a window per output element
+        from .kernel_pool import write_pool
+
+        return write_pool(w)
     if g.stores:
         raise Unsupported(f"{conv.name}: an in-place store in a convolution's epilogue")
     x, weight, bias, *geometry = conv.args

@@ -16,7 +16,7 @@ from . import ops
 from .ir import INPUT, PARAM, SCALAR, STORE, TORCH, Graph, Node
 from .layout import memory_order
 from .normalize_builder import NoPattern
-from .normalize_conv import ConvOps
+from .normalize_conv import POOLS, ConvOps
 from .normalize_matmul import MatmulOps
 from .normalize_norms import NormOps
 from .normalize_reductions import ReductionOps
@@ -87,13 +87,20 @@ UNARY_MODULES: dict[type, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def normalize(gm: fx.GraphModule, info32: dict[str, Any], info16: dict[str, Any]) -> Graph:
-    """The canonical graph of a traced model (in the mode, train or eval, it is in)."""
-    return _Normalizer(gm, info32, info16).run()
+def normalize(
+    gm: fx.GraphModule, info32: dict[str, Any], info16: dict[str, Any], *, pools: bool = False
+) -> Graph:
+    """The canonical graph of a traced model (in the mode, train or eval, it is in). `pools`:
+    pooling modules become CV nodes (kernel_pool.py) instead of staying torch's."""
+    normalizer = _Normalizer(gm, info32, info16)
+    normalizer.pools = pools
+    return normalizer.run()
 
 
 class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
     """Walks the fx graph; the ops it meets are built by the op_ methods of its bases."""
+
+    pools = False  # pooling modules as CV nodes (normalize's `pools`)
 
     # -- walk ------------------------------------------------------------------------------------
 
@@ -287,6 +294,8 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
             return node
         if isinstance(mod, nn.modules.conv._ConvNd):
             return self.conv_module(n, mod, "self" + _attr_path(n.target), args, kwargs)
+        if self.pools and type(mod) in POOLS:
+            return self.pool_module(n, mod, "self" + _attr_path(n.target), args, kwargs)
         if isinstance(mod, nn.Linear):
             return self.op_linear(
                 n, "linear", {"input": x, "weight": w("weight"), "bias": w("bias")}

@@ -93,6 +93,13 @@ TUNABLES: dict[str, Tunable] = {
     "CONV_BLOCK_N": Tunable(64, (32, 64, 128), "Output channels per tile."),
     "CONV_BLOCK_K": Tunable(32, (16, 32, 64), "Reduction step (input channel x tap)."),
     "CONV_WARPS": Tunable(4, (4, 8), "Warps per tile."),
+    "POOL_BLOCK": Tunable(
+        256,
+        (128, 256, 512, 1024),
+        "Output elements per pooling program, one per lane: each lane loads its window's taps "
+        "(neighbouring lanes read neighbouring inputs, so the loads coalesce).",
+    ),
+    "POOL_WARPS": Tunable(4, (2, 4, 8), "Warps per pooling program."),
     "CONV_STAGES": Tunable(3, (2, 3, 4), "Software-pipelining depth of the K loop."),
 }
 
