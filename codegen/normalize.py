@@ -146,6 +146,10 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
             # fx keeps a tensor forward made while tracing (torch.tensor(self.value)) as
             # `_tensor_constantN` of the graph module, which ModelNew would not have.
             fx_constant = str(n.target).startswith("_tensor_constant")
+            if fx_constant and (number := _scalar_constant(self.gm, n.target)) is not None:
+                # A 0-dim one of a number (torch.min(x, torch.tensor(self.value))): the number,
+                # as if forward had written it (a constant bound to its attribute like any).
+                return number
             node = None if fx_constant else self.param(n.target)
             if node is None:
                 raise Unsupported(f"forward creates a constant tensor ({n.target})")
@@ -460,3 +464,14 @@ def _flat(v: Any) -> list[Any]:
     from .ir import flat_args
 
     return flat_args(v)
+
+
+def _scalar_constant(gm: fx.GraphModule, target: str) -> float | int | None:
+    """The number a 0-dim floating tensor constant of the graph module holds (fx keeps
+    torch.tensor(self.value) so), as torch reads it: its float32 value; None otherwise."""
+    value = getattr(gm, target, None)
+    if not isinstance(value, torch.Tensor) or value.dim() != 0 or not value.is_floating_point():
+        return None
+    if value.dtype != torch.get_default_dtype():
+        return None  # torch.tensor(v, dtype=...): promotion would differ from a number's
+    return float(value)

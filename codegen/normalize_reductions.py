@@ -65,7 +65,9 @@ class ReductionOps(PointwiseOps):
 
     def op_max(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
         x, dim = b["input"], b["dim"]
-        if isinstance(dim, Node):  # torch.max(x, y): elementwise
+        # torch.max(x, y): elementwise; a float "dim" is a 0-dim tensor constant's number
+        # (torch.max(x, torch.tensor(self.value)): normalize.py's _scalar_constant).
+        if isinstance(dim, Node) or type(dim) is float:
             return self.op_pointwise(
                 n, "maximum" if op == "max" else "minimum", {"input": x, "other": dim}
             )

@@ -175,3 +175,10 @@ def test_methods_init_calls_are_copied_into_model_new(tmp_path: Path):
     src = check_equal("init_methods", tmp_path, [{}, {"batch_size": 3, "dim": 24}])
     assert "def _make_stage(self, dim, depth):" in src and "def _make_block(self, dim):" in src
     assert "def _scaled" not in src  # forward's alone: forward is written from the graph
+
+
+def test_a_0_dim_tensor_made_of_a_number_in_forward_is_that_number(tmp_path: Path):
+    """`torch.min(x, torch.tensor(self.constant_value))`: the elementwise minimum with the number
+    (read from the attribute where it binds, else the float32 value torch.tensor gives it)."""
+    src = check_equal("tensor_constant_min", tmp_path, [{}, {"batch_size": 3, "features": 24}])
+    assert "_tensor_constant" not in src and "tl.minimum(" in src and "tl.maximum(" in src
