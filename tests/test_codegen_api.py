@@ -18,7 +18,7 @@ from kernelwright.sandbox.task import load_task
 GENERATED = sorted(
     p.stem.removeprefix("fusion_")
     for p in TASKS.glob("fusion_*.py")
-    if p.stem not in ("fusion_untraceable", "fusion_pool_only")
+    if p.stem not in ("fusion_untraceable", "fusion_sort_only")
 )
 
 
@@ -30,9 +30,9 @@ def test_untraceable_model_gets_a_reason():
 
 
 def test_nothing_to_fuse_gets_a_reason():
-    result = generate(task_path("pool_only"))
+    result = generate(task_path("sort_only"))
     assert result.source is None
-    assert result.reason == "no offline candidate: nothing to fuse: forward is only maxpool2d"
+    assert result.reason == "no offline candidate: nothing to fuse: forward is only sort"
 
 
 def test_result_fields_and_tunables():
