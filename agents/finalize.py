@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..decisions import fastest
+from ..decisions import baseline_speedup, fastest
 from ..run.record import CandidateRecord, RunRecord, plan_summaries
 from ..run.records import sync_record
 from ..run.rundir import RunDir, best_py_text, now_iso
@@ -157,15 +157,22 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         elapsed_s=round(state.get("elapsed_s", 0.0), 3),
     )
     # With no winner, the progress line still names the fastest verified kernel and its verdict.
+    # "Fastest" by the run's own baseline, the one that kept it from winning.
     quickest = None
+    baseline = ctx.config.baseline
     if best is None and meaningful:
-        timed = [c for c in candidates if c.status == "ok" and c.speedup_eager is not None]
-        quickest = fastest(timed, lambda c: c.speedup_eager)
+
+        def over_baseline(c: Candidate) -> float | None:
+            return baseline_speedup(c.speedup_eager, c.speedup_compiled, baseline)
+
+        timed = [c for c in candidates if c.status == "ok" and over_baseline(c) is not None]
+        quickest = fastest(timed, over_baseline)
     shown = best or quickest
     rd.event(
         "finalize",
         best=best.key if best else None,
         fastest=quickest.key if quickest else None,
+        baseline=baseline,
         summary=shown.summary if shown else None,
         stop_reason=state.get("stop_reason"),
     )

@@ -257,14 +257,24 @@ def format_event(event: dict[str, Any]) -> str | None:
             return "best: none (the task's reference fails: nothing could be judged)"
         if not event.get("best"):
             if event.get("fastest"):
+                against = BASELINE_WORDS.get(event.get("baseline") or "eager", "eager")
                 return (
-                    f"best: none faster than eager, the reference stays (fastest verified: "
+                    f"best: none faster than {against}, the reference stays (fastest verified: "
                     f"{event['fastest']}: {event.get('summary', '')})"
                 )
             return "best: none (the reference stays)"
         summary = f": {event['summary']}" if event.get("summary") else ""
         return f"best: {event['best']}{summary}"
     return None
+
+
+# What a run without a winner was not faster than, by its --baseline (an event written before
+# the finalize event named its baseline reads as eager, as it then was).
+BASELINE_WORDS = {
+    "fastest": "the faster of eager and torch.compile",
+    "eager": "eager",
+    "compile": "torch.compile",
+}
 
 
 def _short(text: str, limit: int = 200) -> str:
