@@ -83,12 +83,13 @@ a_strides = (a.stride(0) if a.shape[0] > 1 else 0, a.stride(1), a.stride(2))
 b_batch = b.stride(0) if b.shape[0] > 1 else 0
 b_strides = (b_batch, b.stride($kdim), b.stride($ndim))
 """
+# Both operands taken first: an input of the task's forward may itself be called a or b.
 _FLAT = """
-a = $a.reshape(-1, $a.shape[-1])  # leading dims fold into M
-b = $b
+a, b = $a, $b
+out_shape = (*a.shape[:-1], b.shape[$ndim])
+a = a.reshape(-1, a.shape[-1])  # leading dims fold into M
 M, K = a.shape
 N = b.shape[$ndim]
-out_shape = (*$a.shape[:-1], N)
 batch = 1
 a_strides = (0, a.stride(0), a.stride(1))
 b_strides = (0, b.stride($kdim), b.stride($ndim))

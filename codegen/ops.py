@@ -67,6 +67,7 @@ SIGNATURES: dict[str, str] = {
     ),
     "linear": "input, weight, bias=None",
     "matmul": "input, other",
+    "einsum": "equation, *operands",
     "addmm": "input, mat1, mat2, *, beta=1, alpha=1",
     "identity": "input",
     # size_average and reduce are the deprecated spellings of reduction, weight (newer torch)
@@ -213,6 +214,7 @@ def _calls() -> dict[Any, Call]:
     table[torch.mm] = Call("matmul", "matmul")
     table[torch.bmm] = Call("matmul", "matmul")
     table[torch.addmm] = Call("addmm", "addmm")
+    table[torch.einsum] = Call("einsum", "einsum")
     table[operator.add] = Call("add", "binary")
     table[operator.sub] = Call("sub", "binary")
     table[operator.mul] = Call("mul", "binary")
