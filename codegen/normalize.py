@@ -283,6 +283,13 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
         if isinstance(mod, (nn.Softmax, nn.LogSoftmax)):
             op = "softmax" if isinstance(mod, nn.Softmax) else "log_softmax"
             return self.op_softmax(n, op, {"input": x, "dim": mod.dim, "dtype": None})
+        if isinstance(mod, nn.TripletMarginLoss) and len(args) == 3 and not kwargs:
+            names = ("margin", "p", "eps", "swap", "reduction")
+            bound = dict(zip(("anchor", "positive", "negative"), args))
+            bound.update({k: getattr(mod, k) for k in names}, size_average=None, reduce=None)
+            return self.op_triplet_margin_loss(n, "triplet_margin_loss", bound)
+        if isinstance(mod, nn.PairwiseDistance) and len(args) == 2 and not kwargs:
+            return self.pairwise(n, args[0], args[1], mod.norm, mod.eps, mod.keepdim)
         loss = _LOSS_MODULES.get(type(mod))
         if loss is not None and len(args) == 2 and not kwargs:
             op, extra = loss

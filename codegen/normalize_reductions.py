@@ -221,6 +221,47 @@ class ReductionOps(PointwiseOps):
         # |d| < delta: 0.5 d^2, else delta (|d| - 0.5 delta)
         return self.loss(n, b, lambda d, dtype, base: self.piecewise(d, dtype, base, delta, delta))
 
+    def pairwise(self, n: fx.Node, x1: Any, x2: Any, p: Any, eps: Any, keepdim: bool) -> Any:
+        """torch's pairwise_distance: the p-norm of x1 - x2 + eps over the last dim."""
+        if not (isinstance(x1, Node) and isinstance(x2, Node) and x1.is_float and x2.is_float):
+            return None
+        if not isinstance(eps, (int, float)) or not x1.shape or x1.shape != x2.shape:
+            return None
+        dtype = self.dtype_of(n)
+        diff = self.pw("add", self.pw("sub", x1, x2, dtype=dtype, base="diff"), eps, dtype=dtype)
+        return self.norm(n, diff, p, -1, keepdim)
+
+    def op_pairwise_distance(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        return self.pairwise(n, b["x1"], b["x2"], b["p"], b["eps"], b["keepdim"])
+
+    def op_triplet_margin_loss(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
+        """max(margin + d(anchor, positive) - d(anchor, negative), 0), d pairwise_distance
+        (with swap, the smaller of d(anchor, negative) and d(positive, negative)), then the
+        reduction, in torch's order of operations."""
+        if b["size_average"] is not None or b["reduce"] is not None:
+            return None
+        margin, reduction = b["margin"], b["reduction"]
+        if not isinstance(margin, (int, float)) or reduction not in ("mean", "sum", "none"):
+            return None
+        a, pos, neg = b["anchor"], b["positive"], b["negative"]
+        d_pos = self.pairwise(n, a, pos, b["p"], b["eps"], False)
+        d_neg = self.pairwise(n, a, neg, b["p"], b["eps"], False)
+        if d_pos is None or d_neg is None:
+            return None
+        dtype = self.dtype_of(n)
+        if b["swap"]:
+            d_swap = self.pairwise(n, pos, neg, b["p"], b["eps"], False)
+            if d_swap is None:
+                return None
+            d_neg = self.pw("minimum", d_neg, d_swap, dtype=dtype, base="d_neg")
+        gap = self.pw("sub", self.pw("add", d_pos, margin, dtype=dtype), d_neg, dtype=dtype)
+        base = n.name if reduction == "none" else "hinge"
+        per_row = self.pw("clamp", gap, 0.0, None, dtype=dtype, base=base)
+        if reduction == "none":
+            return per_row
+        dims = tuple(range(len(per_row.shape)))
+        return self.red(reduction, per_row, dims, False, dtype, shape=())
+
     def op_cross_entropy(self, n: fx.Node, op: str, b: dict[str, Any]) -> Any:
         """(N, K) logits and (N,) class indices: logsumexp of each row (one read of the logits)
         minus the target's logit, 0 where the target is ignore_index; 'mean' divides the sum by

@@ -75,6 +75,11 @@ SIGNATURES: dict[str, str] = {
     "loss": "input, target, size_average=None, reduce=None, reduction='mean', weight=None",
     "smooth_l1": "input, target, size_average=None, reduce=None, reduction='mean', beta=1.0",
     "huber": "input, target, reduction='mean', delta=1.0, weight=None",
+    "pairwise_distance": "x1, x2, p=2.0, eps=1e-06, keepdim=False",
+    "triplet_margin_loss": (
+        "anchor, positive, negative, margin=1.0, p=2, eps=1e-06, swap=False, "
+        "size_average=None, reduce=None, reduction='mean'"
+    ),
     "cross_entropy": "input, target, weight=None, size_average=None, ignore_index=-100, "
     "reduce=None, reduction='mean', label_smoothing=0.0",
     "nan_to_num": "input, nan=0.0, posinf=None, neginf=None, *, out=None",
@@ -209,6 +214,8 @@ def _calls() -> dict[Any, Call]:
     table[F.l1_loss] = Call("l1_loss", "loss")
     table[F.smooth_l1_loss] = Call("smooth_l1_loss", "smooth_l1")
     table[F.huber_loss] = Call("huber_loss", "huber")
+    table[F.pairwise_distance] = Call("pairwise_distance", "pairwise_distance")
+    table[F.triplet_margin_loss] = Call("triplet_margin_loss", "triplet_margin_loss")
     table[F.cross_entropy] = Call("cross_entropy", "cross_entropy")
     table[torch.matmul] = Call("matmul", "matmul")
     table[torch.mm] = Call("matmul", "matmul")

@@ -129,3 +129,11 @@ def test_per_channel_statistics_of_a_per_row_value_follow_the_rows(tmp_path):
     # rsqrt(running_var + eps) of an eval batch norm is (C, 1, 1); the row kernel read it at
     # the row index (B * C rows), out of bounds. Train mode first, so the statistics are not 1.
     check_equal("batchnorm_mean", tmp_path, [{}, {"batch_size": 3, "c": 5}], modes=(True, False))
+
+
+def test_triplet_margin_loss_and_pairwise_distance(tmp_path):
+    # KernelBench's TripletMarginLoss had no candidate ("nothing to fuse"): the distances are
+    # row norms of a - p + eps, the hinge pointwise, 'mean' and 'sum' whole-tensor reductions.
+    configs = ({}, {"ROW_MAX_BLOCK": 16, "ROW_LOOP_BLOCK": 8, "SPLIT_PROGRAMS": 3})
+    src = check_equal("triplet", tmp_path, [{}, {"batch_size": 3, "dim": 50}], configs=configs)
+    assert "_partial_kernel" in src and "tl.sqrt" in src and "torch.nn.functional" not in src
