@@ -355,10 +355,13 @@ def rebuild_packed(
     tensors of a 0.1 GiB memfd found no memory under the candidate's RLIMIT_DATA)."""
     layouts = [_checked(d, fds, max_bytes=max_bytes, shared=False) for d in descs]
     maps: dict[int, SharedBuffer] = {}
-    for index, *_, nbytes in layouts:
+    for index, _, _, _, _, nbytes in layouts:
         if index not in maps:
             maps[index] = _mapped(fds[index], nbytes, False)
-    tensors = [_view(maps[index], *rest) for index, *rest, _ in layouts]
+    tensors = [
+        _view(maps[index], dtype, shape, stride, offset)
+        for index, dtype, shape, stride, offset, _ in layouts
+    ]
     return list(maps.values()), tensors
 
 
