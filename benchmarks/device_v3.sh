@@ -26,7 +26,8 @@ for step in "$@"; do
         launch) timeout "$limit" python3 benchmarks/launch_probe.py ;;
         runtime) timeout "$limit" python3 benchmarks/runtime_bench.py ;;
         harnessT) for w in ${WORKERS:-1}; do timeout "$limit" python3 benchmarks/harness_bench.py \
-            --small "${SMALL:-30}" --workers "$w" --throughput-only --results "$out/RESULTS-harness.md"; done ;;
+            --small "${SMALL:-30}" --workers "$w" --throughput-only --deadline-s $((limit - 10)) \
+            --results "$out/RESULTS-harness.md"; done ;;
         gateprobe) timeout "$limit" python3 benchmarks/gate_probe.py ;;
         gate) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_gpugate.py ;;
         tma) timeout "$limit" python3 -m pytest -x -q --tb=short -p no:cacheprovider -m gpu \

@@ -9,6 +9,7 @@ evaluated twice in separate evaluations gives medians within 2%.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import json
 import statistics
@@ -79,7 +80,16 @@ def main() -> int:
         default=1,
         help="judges on the one GPU for the throughput (their timed sections take turns)",
     )
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=None,
+        help="seconds from this script's start after which the throughput counts the candidates "
+        "finished so far, drops the rest and reports (a device call's step limit then still "
+        "yields a figure)",
+    )
     args = parser.parse_args()
+    args.began = time.perf_counter()
 
     import torch
 
@@ -142,15 +152,23 @@ def throughput(args, config, numbers: dict, say) -> int:
     from kernelwright.sandbox.task import load_task
 
     small = load_task(TASK, {"batch_size": 256, "dim": 4096})
-    with EvalPool(workers=args.workers, devices=["cuda:0"]) as pool:
+    deadline = None if args.deadline_s is None else args.began + args.deadline_s
+    pool = EvalPool(workers=args.workers, devices=["cuda:0"])
+    try:
         warm = [pool.submit(small, candidate(100 + i), config) for i in range(args.workers)]
         for f in warm:  # every worker started, the task set up in each
             f.result()
         start = time.perf_counter()
+        say("warm_up_s", round(start - args.began, 1))  # the judges' starts and the task's setup
         futures = [pool.submit(small, candidate(200 + i), config) for i in range(args.small)]
         results = []
         for i, f in enumerate(futures):
-            results.append(f.result())
+            left = None if deadline is None else deadline - time.perf_counter()
+            try:
+                results.append(f.result(timeout=None if left is None else max(0.0, left)))
+            except concurrent.futures.TimeoutError:
+                print(f"  deadline: {i} of {args.small} candidates finished, the rest dropped")
+                break
             r = results[-1]
             t = r.timings.candidate if r.timings else None
             print(
@@ -163,10 +181,15 @@ def throughput(args, config, numbers: dict, say) -> int:
             if not r.ok or i < 2:  # what the judge took out, for the record
                 print(f"    {r.summary()}\n    timing: {r.timings.note if r.timings else ''}")
         elapsed = time.perf_counter() - start
+    finally:
+        pool.close(cancel=True)  # anything not finished is dropped, never judged half-way
     bad = [r.summary() for r in results if not r.ok]
-    say("small_candidates", args.small)
+    if not results:
+        print("harness_bench: no candidate finished before the deadline: no figure")
+        return 1
+    say("small_candidates", len(results))
     say("workers", args.workers)
-    say("candidates_per_minute", args.small / elapsed * 60)
+    say("candidates_per_minute", len(results) / elapsed * 60)
     assert not bad, bad[:3]
 
     row = {
