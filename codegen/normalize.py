@@ -151,6 +151,13 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
                 # as if forward had written it (a constant bound to its attribute like any).
                 return number
             node = None if fx_constant else self.param(n.target)
+            if node is None and not fx_constant:
+                # A plain tensor attribute (`self.hidden = torch.randn(...)` in __init__): state
+                # outside the state_dict, which the candidate could neither load nor keep alike.
+                raise Unsupported(
+                    f"forward reads self.{n.target}, a tensor that is neither a parameter nor a "
+                    "buffer (state kept outside the model's state_dict)"
+                )
             if node is None:
                 raise Unsupported(f"forward creates a constant tensor ({n.target})")
             return node

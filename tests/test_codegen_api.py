@@ -182,3 +182,13 @@ def test_a_0_dim_tensor_made_of_a_number_in_forward_is_that_number(tmp_path: Pat
     (read from the attribute where it binds, else the float32 value torch.tensor gives it)."""
     src = check_equal("tensor_constant_min", tmp_path, [{}, {"batch_size": 3, "features": 24}])
     assert "_tensor_constant" not in src and "tl.minimum(" in src and "tl.maximum(" in src
+
+
+def test_state_outside_the_state_dict_gets_a_reason():
+    # KernelBench's stateful VanillaRNN: `self.hidden` is neither a parameter nor a buffer.
+    result = generate(str(Path(__file__).parent / "tasks" / "plain_tensor_state.py"))
+    assert result.source is None
+    assert result.reason == (
+        "no offline candidate: forward reads self.hidden, a tensor that is neither a parameter "
+        "nor a buffer (state kept outside the model's state_dict)"
+    )
