@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..decisions import baseline_speedup, fastest
+from ..decisions import fastest
 from ..run.record import CandidateRecord, RunRecord, plan_summaries
 from ..run.records import sync_record
 from ..run.rundir import RunDir, best_py_text, now_iso
@@ -161,12 +161,8 @@ def finalize(state: RunState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     quickest = None
     baseline = ctx.config.baseline
     if best is None and meaningful:
-
-        def over_baseline(c: Candidate) -> float | None:
-            return baseline_speedup(c.speedup_eager, c.speedup_compiled, baseline)
-
-        timed = [c for c in candidates if c.status == "ok" and over_baseline(c) is not None]
-        quickest = fastest(timed, over_baseline)
+        timed = [c for c in candidates if c.status == "ok" and c.speedup_over(baseline) is not None]
+        quickest = fastest(timed, lambda c: c.speedup_over(baseline))
     shown = best or quickest
     rd.event(
         "finalize",

@@ -153,6 +153,10 @@ class Candidate(BaseModel):
     def speedup_compiled(self) -> float | None:
         return self.result.speedup_compiled if self.result else None
 
+    def speedup_over(self, baseline: str) -> float | None:
+        """Its speedup over the run's baseline (decisions.baseline_speedup's names)."""
+        return baseline_speedup(self.speedup_eager, self.speedup_compiled, baseline)
+
     @property
     def roofline_fraction(self) -> float | None:
         roofline = self.result.roofline if self.result else None
@@ -282,11 +286,7 @@ def best_candidate(
     (the reference stays): decisions.winner over the verified ones, by their speedup over the
     run's baseline (the faster of eager and torch.compile unless --baseline says otherwise)."""
     verified = [c for c in candidates if c.status == "ok" and c.final_source]
-
-    def speedup(c: Candidate) -> float | None:
-        return baseline_speedup(c.speedup_eager, c.speedup_compiled, baseline)
-
-    return winner(verified, speedup, timing_meaningful=timing_meaningful)
+    return winner(verified, lambda c: c.speedup_over(baseline), timing_meaningful=timing_meaningful)
 
 
 def round_summaries(plans: list[Plan], candidates: list[Candidate]) -> list[dict[str, Any]]:

@@ -145,21 +145,20 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
         if n.op == "get_attr":
             # fx keeps a tensor forward made while tracing (torch.tensor(self.value)) as
             # `_tensor_constantN` of the graph module, which ModelNew would not have.
-            fx_constant = str(n.target).startswith("_tensor_constant")
-            if fx_constant and (number := _scalar_constant(self.gm, n.target)) is not None:
-                # A 0-dim one of a number (torch.min(x, torch.tensor(self.value))): the number,
-                # as if forward had written it (a constant bound to its attribute like any).
-                return number
-            node = None if fx_constant else self.param(n.target)
-            if node is None and not fx_constant:
+            if str(n.target).startswith("_tensor_constant"):
+                if (number := _scalar_constant(self.gm, n.target)) is not None:
+                    # A 0-dim one of a number (torch.min(x, torch.tensor(self.value))): the
+                    # number, as if forward had written it (bound to its attribute like any).
+                    return number
+                raise Unsupported(f"forward creates a constant tensor ({n.target})")
+            node = self.param(n.target)
+            if node is None:
                 # A plain tensor attribute (`self.hidden = torch.randn(...)` in __init__): state
                 # outside the state_dict, which the candidate could neither load nor keep alike.
                 raise Unsupported(
                     f"forward reads self.{n.target}, a tensor that is neither a parameter nor a "
                     "buffer (state kept outside the model's state_dict)"
                 )
-            if node is None:
-                raise Unsupported(f"forward creates a constant tensor ({n.target})")
             return node
         args, kwargs = self.arg(n.args), self.arg(n.kwargs)
         shape = self.shape_of(n)
@@ -291,9 +290,8 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
             op = "softmax" if isinstance(mod, nn.Softmax) else "log_softmax"
             return self.op_softmax(n, op, {"input": x, "dim": mod.dim, "dtype": None})
         if isinstance(mod, nn.TripletMarginLoss) and len(args) == 3 and not kwargs:
-            names = ("margin", "p", "eps", "swap", "reduction")
-            bound = dict(zip(("anchor", "positive", "negative"), args))
-            bound.update({k: getattr(mod, k) for k in names}, size_average=None, reduce=None)
+            held = {k: getattr(mod, k) for k in ("margin", "p", "eps", "swap", "reduction")}
+            bound = ops.bind("triplet_margin_loss", args, held)
             return self.op_triplet_margin_loss(n, "triplet_margin_loss", bound)
         if isinstance(mod, nn.PairwiseDistance) and len(args) == 2 and not kwargs:
             return self.pairwise(n, args[0], args[1], mod.norm, mod.eps, mod.keepdim)

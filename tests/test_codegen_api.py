@@ -186,7 +186,7 @@ def test_a_0_dim_tensor_made_of_a_number_in_forward_is_that_number(tmp_path: Pat
 
 def test_state_outside_the_state_dict_gets_a_reason():
     # KernelBench's stateful VanillaRNN: `self.hidden` is neither a parameter nor a buffer.
-    result = generate(str(Path(__file__).parent / "tasks" / "plain_tensor_state.py"))
+    result = generate(str(TASKS / "plain_tensor_state.py"))
     assert result.source is None
     assert result.reason == (
         "no offline candidate: forward reads self.hidden, a tensor that is neither a parameter "
