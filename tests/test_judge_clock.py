@@ -96,6 +96,51 @@ def test_the_judges_clock_on_the_gpu_against_forged_clocks(pool):
     assert ratio <= 1.03, (ratio, forged.timings, honest.timings)
 
 
+OUTER = str(HERE / "tasks" / "outer_product.py")
+HONEST_OUTER = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _outer_kernel(a_ptr, b_ptr, y_ptr, rows, cols, BR: tl.constexpr, BC: tl.constexpr):
+    r = tl.program_id(0) * BR + tl.arange(0, BR)
+    c = tl.program_id(1) * BC + tl.arange(0, BC)
+    a = tl.load(a_ptr + r, mask=r < rows)
+    b = tl.load(b_ptr + c, mask=c < cols)
+    offs = r[:, None].to(tl.int64) * cols + c[None, :]
+    tl.store(y_ptr + offs, a[:, None] * b[None, :], mask=(r < rows)[:, None] & (c < cols)[None, :])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        y = torch.empty(a.shape[0], b.shape[0], device=a.device, dtype=a.dtype)
+        grid = (triton.cdiv(a.shape[0], 32), triton.cdiv(b.shape[0], 128))
+        _outer_kernel[grid](a, b, y, a.shape[0], b.shape[0], BR=32, BC=128)
+        return y
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="device memory is measured on CUDA only")
+def test_outputs_a_timed_round_holds_are_not_the_candidates_peak(pool):
+    """A 64 MiB output from 32 KiB of inputs, written in microseconds: a timed round holds 32
+    outputs (2 GiB) at the judge's demand, past the memory rule's limit (its reference + 1 GiB).
+    The honest kernel is accepted and its peak is about its one output and inputs."""
+    config = EvalConfig(compile_baseline=False, reps=10)
+    result = pool.submit(OUTER, HONEST_OUTER, config).result()
+    assert result.status == "ok", result.summary()
+    memory = result.memory
+    assert memory.candidate_peak_bytes <= memory.limit_bytes, memory
+    assert memory.candidate_peak_bytes < 2 * memory.reference_peak_bytes + (64 << 20), memory
+    assert "held at the judge's demand" in memory.note, memory.note
+
+
 def test_the_walls_share_is_measured_on_the_tasks_model_before_the_candidate(pool):
     """The judge times the task's own Model in the candidate's process (before the import) and
     takes only the difference from eager out: never the candidate's own work."""

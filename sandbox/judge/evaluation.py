@@ -113,6 +113,7 @@ class Evaluation(TimedChecks):
         self.sampler: Any = None  # nvml.Sampler: the candidate's device memory past the arena
         self.context_bytes = 0  # the candidate process's CUDA context, before its code ran
         self.held_bytes = 0  # the most output bytes the judge asked the candidate to hold at once
+        self.memory_parts = ""  # measure_memory's account, for the audit
         if worker.cuda:
             self.torch.cuda.reset_peak_memory_stats()
         # What this evaluation's exclusive holds met of the device (Worker.settle_device).
@@ -1060,6 +1061,11 @@ class Evaluation(TimedChecks):
             outside = max(0, self.sampler.peak - self.context_bytes - mapped)
         extra_held = max(0, self.held_bytes - self.ctx.main.output_bytes)
         self.candidate_peak = max(0, touched - extra_held) + self.ctx.main.input_bytes + outside
+        self.memory_parts = (
+            f"arena pages touched {_gib(touched)}, less {_gib(extra_held)} of outputs held at "
+            f"the judge's demand past one call's; inputs {_gib(self.ctx.main.input_bytes)}; "
+            f"past both by the driver's account {_gib(outside)}"
+        )
 
     def check_memory(self) -> None:
         self.measure_memory()
@@ -1083,7 +1089,8 @@ class Evaluation(TimedChecks):
             self.measure_memory()
         judge = self.torch.cuda.max_memory_allocated() if self.w.cuda else None
         note = (
-            "measured by the judge: arena pages touched, inputs, and the driver's account past them"
+            "measured by the judge: "
+            + (self.memory_parts or "arena pages touched, inputs, the driver's account past them")
             if self.w.cuda
             else "device memory is measured on CUDA only (the interpreter runs in host memory)"
         )
