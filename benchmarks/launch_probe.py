@@ -12,8 +12,10 @@ one layer at a time, and times the same launches in each:
 
 Per stage: host microseconds per launch of a 4 KiB Triton copy into a held output, the same with
 `torch.empty_like` for the output (what a candidate's forward does), a torch op, and a Triton
-launch followed by a synchronize (launch to completion). Last, the audit events one armed
-launch raises.
+launch followed by a synchronize (launch to completion); then a 256 MiB `empty_like` (allocate
+and free) and a torch op on 256 MiB, host time only (does a large output cost more to allocate
+in the arena? session 19's LeakyReLU launched in 0.18 ms in the sandbox against 0.014 ms on
+small tasks). Last, the audit events one armed launch raises.
 
     python3 benchmarks/launch_probe.py          (one JSON object per process, then a table)
 """
@@ -78,11 +80,21 @@ KERNEL = textwrap.dedent(
             copy_kernel[(1,)](x, y, 1024, BLOCK=1024)
             torch.cuda.synchronize()
 
+        big = torch.randn(64 << 20, device="cuda")  # 256 MiB: a large task's output
+
+        def big_empty():
+            return torch.empty_like(big)
+
+        def big_op():
+            return big * 2.0
+
         return {
             "triton_us": per_call_us(held),
             "triton_alloc_us": per_call_us(alloc),
             "torch_op_us": per_call_us(op),
             "triton_sync_us": per_call_us(synced, n=200),
+            "empty_256m_us": per_call_us(big_empty, n=100),
+            "op_256m_us": per_call_us(big_op, n=20),
         }
     """
 )
@@ -214,12 +226,16 @@ def main() -> int:
         for stage, figures in got["stages"].items():
             rows.append((name, stage, figures))
     region.close()
-    print("\n| process | stage | triton us | triton+empty_like us | torch op us | triton+sync us |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "\n| process | stage | triton us | triton+empty_like us | torch op us | triton+sync us "
+        "| empty_like 256 MiB us | torch op on 256 MiB us (host) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for name, stage, f in rows:
         print(
             f"| {name} | {stage} | {f['triton_us']:.1f} | {f['triton_alloc_us']:.1f} "
-            f"| {f['torch_op_us']:.1f} | {f['triton_sync_us']:.1f} |"
+            f"| {f['torch_op_us']:.1f} | {f['triton_sync_us']:.1f} "
+            f"| {f['empty_256m_us']:.1f} | {f['op_256m_us']:.1f} |"
         )
     return 0
 
