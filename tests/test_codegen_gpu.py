@@ -20,3 +20,16 @@ def test_bf16(tmp_path, name):
 
 def test_batchnorm_bf16_train_eval(tmp_path):
     check_equal("batchnorm", tmp_path, [{}], dtype=torch.bfloat16, modes=(True, False), calls=2)
+
+
+# Kernels whose GPU code had only run under the interpreter: the einsum products (tl.dot with
+# tf32x3 under fp32 strict) and the triplet loss's rows, at sizes past one block.
+@pytest.mark.parametrize(
+    "name, shapes",
+    [
+        ("einsum", [{}, {"batch": 4, "i": 16, "j": 64, "l": 256, "k": 192}]),
+        ("triplet", [{}, {"batch_size": 1024, "dim": 4097}]),
+    ],
+)
+def test_fp32_kernels_first_run_on_the_gpu(tmp_path, name, shapes):
+    check_equal(name, tmp_path, shapes)
