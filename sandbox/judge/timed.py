@@ -418,7 +418,9 @@ class TimedChecks(RoundChecks):
             wall, part, snaps = self.wall_round(n, sets)
             t2 = time.perf_counter()
             # The round's n outputs are held at once because the judge asks for them: their
-            # pages are not the candidate's peak (measure_memory takes them out).
+            # pages are not the candidate's peak (measure_memory takes n - 1 of them out). The
+            # cost: a workspace that lives only where later outputs of a round land is not seen
+            # either, at most (n - 1) outputs' bytes, within ROUND_BYTES (plan_calls).
             self.held_bytes = max(self.held_bytes, n * self.ctx.main.output_bytes)
             if r >= cfg.warmup:
                 samples.append(max(wall / n - overhead, 0.0))
