@@ -33,6 +33,7 @@ def _evaluation(free: int, ref_peak: int, output: int, limit: int) -> SimpleName
     )
     ev.judge_bytes = lambda: Evaluation.judge_bytes(ev)
     ev.call_output_bytes = lambda: Evaluation.call_output_bytes(ev)
+    ev.most_held_calls = lambda: Evaluation.most_held_calls(ev)
     return ev
 
 
@@ -49,6 +50,18 @@ def test_a_short_device_still_gives_room_for_a_call_beside_the_held_output():
     assert arena < 4 * peak  # still within what the device has, not the rule's whole limit
 
 
-def test_a_device_with_room_gives_the_whole_limit():
+def test_a_device_with_room_gives_the_whole_limit_and_the_outputs_held_past_one_call():
+    # The reuse check holds 8 outputs of 0.5 GiB at once: 7 of them beyond the candidate's own.
     ev = _evaluation(free=120 * GiB, ref_peak=GiB, output=GiB // 2, limit=5 * GiB)
-    assert Evaluation.arena_bytes(ev) == 5 * GiB
+    assert Evaluation.arena_bytes(ev) == 5 * GiB + 7 * (GiB // 2 + 512)
+
+
+def test_a_timed_round_of_many_large_outputs_fits_beside_the_limit():
+    # tests/tasks/outer_product.py on the H100: 64 MiB out of 32 KiB in, 32 calls a round, the
+    # limit its reference + 1 GiB. Capped at the limit, the arena ran out in the first round.
+    out = 64 << 20
+    ev = _evaluation(free=70 * GiB, ref_peak=out + (32 << 10), output=out, limit=out + GiB)
+    ev.calls = 32
+    arena = Evaluation.arena_bytes(ev)
+    assert arena >= 32 * out + (32 << 10)  # the round's outputs beside the inputs
+    assert arena >= ev.limit_bytes() + 31 * out

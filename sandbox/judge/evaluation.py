@@ -413,16 +413,29 @@ class Evaluation(TimedChecks):
         check holds besides: `reuse_calls`), the room the wall's calibration and an honest
         candidate take. Without the held output, InstanceNorm at KernelBench's size (7.5 GB
         outputs, a call's peak 15 GB) got a 15 GiB arena on the H200 and every honest candidate
-        ended `crashed [evaluator]` in the reuse check."""
+        ended `crashed [evaluator]` in the reuse check.
+
+        The limit is the candidate's own peak: the outputs the judge asks it to hold past one
+        call's (a timed round's, the reuse check's) come on top. Capped at the limit, an outer
+        product (64 MiB out of 32 KiB in, 32 calls a round) ran out of its 1.06 GiB arena in
+        its first timed round on the H100: `rejected [memory]` for an honest kernel."""
         torch = self.torch
-        limit = self.limit_bytes() or (8 << 30)
+        cap = (self.limit_bytes() or (8 << 30)) + (self.most_held_calls() - 1) * (
+            self.call_output_bytes()
+        )
         torch.cuda.empty_cache()  # blocks the judge's setup freed count as free
         free, _ = torch.cuda.mem_get_info()
         shape = self.ctx.main
         # A timed round holds its calls' outputs at once (up to MAX_CALLS small ones).
         held = max(1, self.calls) * self.call_output_bytes()
-        floor = min(limit, (shape.ref_peak or shape.footprint) + held + (1 << 30))
-        return max(256 << 20, min(limit, max(floor, free - self.judge_bytes())))
+        floor = min(cap, (shape.ref_peak or shape.footprint) + held + (1 << 30))
+        return max(256 << 20, min(cap, max(floor, free - self.judge_bytes())))
+
+    def most_held_calls(self) -> int:
+        """The most calls whose outputs the judge asks the candidate to hold at once: a timed
+        round's, or the reuse check's (reuse_calls, before the arena's own bound on it)."""
+        per = max(self.ctx.main.output_bytes, 1)
+        return max(1, self.calls, 2, min(self.config.reuse_calls, REUSE_BYTES // per))
 
     def judge_bytes(self) -> int:
         """What the judge itself allocates beside the arena while it checks and times: the

@@ -377,7 +377,8 @@ class CandidateProcess:
                 "memory",
                 f"the candidate's device memory passed its limit {when}: its allocations come "
                 "from the judge's arena, whose size is the limit (max(4x the reference's peak, "
-                f"that + 1 GiB), or --max-memory).\n{tail}",
+                "that + 1 GiB), or --max-memory) and room for the outputs the judge asks it to "
+                f"hold past one call's.\n{tail}",
             )
         return CandidateFailure(
             "crashed",
