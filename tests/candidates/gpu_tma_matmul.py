@@ -26,7 +26,7 @@ def matmul_tma_kernel(
         a = a_desc.load([off_m, k])
         b = b_desc.load([k, off_n])
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
-    c_desc.store([off_m, off_n], acc.to(a.dtype))
+    c_desc.store([off_m, off_n], acc.to(c_desc.dtype))  # `a` does not outlive the loop
 
 
 def _tma_ready(t):
