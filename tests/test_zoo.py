@@ -410,18 +410,41 @@ class ModelNew(nn.Module):
 
 @pytest.mark.gpu
 def test_a_time_under_the_roofline_is_rejected(tmp_path, monkeypatch):
-    # The rule's wiring end to end: ceilings cached at 1/100 of what the device does make an
-    # honest kernel's time 'impossible', as a kernel hiding its work from the timer would be.
+    # The rule's wiring end to end: ceilings cached slower than the device make an honest
+    # kernel's time 'impossible', as a kernel hiding its work from the timer would be. Eager
+    # (two kernels, four passes over memory) must stay possible: an impossible baseline is an
+    # evaluator error (on the H100 ceilings at 1/100 gave `crashed [evaluator]`, eager 0.37 ms
+    # under a 18.1 ms bound). So the slowed bound is put between the two, as timed here.
     import json
+    import math
 
-    from kernelwright.sandbox.judge.roofline import CACHE_FILE, measure_ceilings
+    import triton.testing
+
+    from kernelwright.sandbox.judge.roofline import CACHE_FILE, IMPOSSIBLE_FACTOR, measure_ceilings
 
     monkeypatch.setenv("KERNELWRIGHT_CACHE_DIR", str(tmp_path))
     real = measure_ceilings("cuda")  # measured into tmp_path, then slowed down
-    slow = dict(real.to_dict(), bandwidth_gbps=real.bandwidth_gbps / 100)
+    n = 8192 * 8192
+    x = torch.randn(n, device="cuda")
+    namespace: dict = {}
+    path = tmp_path / "honest_affine.py"  # Triton reads a kernel's source from its file
+    path.write_text(HONEST_AFFINE)
+    exec(compile(HONEST_AFFINE, str(path), "exec"), namespace)
+    fused = namespace["ModelNew"]()
+    eager_ms = triton.testing.do_bench(lambda: x * 3.0 + 1.0)
+    fused_ms = triton.testing.do_bench(lambda: fused(x))
+    assert eager_ms > 1.4 * fused_ms, (eager_ms, fused_ms)  # room between them
+    # A time under bound / IMPOSSIBLE_FACTOR is impossible: put that line at their geomean.
+    bound_ms = IMPOSSIBLE_FACTOR * math.sqrt(eager_ms * fused_ms)
+    bandwidth = 2 * n * 4 / (bound_ms * 1e-3) / 1e9
+    slow = dict(real.to_dict(), bandwidth_gbps=min(bandwidth, real.bandwidth_gbps))
     (tmp_path / CACHE_FILE).write_text(json.dumps({real.key: slow}))
     config = EvalConfig(shapes={"rows": 8192, "cols": 8192}, compile_baseline=False)
     with EvalPool(workers=1) as pool:
         result = pool.submit(AFFINE, HONEST_AFFINE, config).result()
-    assert (result.status, result.rule) == ("rejected", "roofline"), result.summary()
+    assert (result.status, result.rule) == ("rejected", "roofline"), (
+        result.summary(),
+        eager_ms,
+        fused_ms,
+    )
     assert "under the physical lower bound" in result.message
