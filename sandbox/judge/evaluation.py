@@ -432,10 +432,12 @@ class Evaluation(TimedChecks):
         return max(256 << 20, min(cap, max(floor, free - self.judge_bytes())))
 
     def most_held_calls(self) -> int:
-        """The most calls whose outputs the judge asks the candidate to hold at once: a timed
-        round's, or the reuse check's (reuse_calls, before the arena's own bound on it)."""
+        """The most calls' outputs the judge has the candidate hold at once: a timed round's,
+        or the reuse check's (reuse_calls, before the arena's own bound on it) with the call
+        after them (the drift check's unheld calls run beside the held outputs)."""
         per = max(self.ctx.main.output_bytes, 1)
-        return max(1, self.calls, 2, min(self.config.reuse_calls, REUSE_BYTES // per))
+        reuse = max(2, min(self.config.reuse_calls, REUSE_BYTES // per))  # reuse_calls' bounds
+        return max(self.calls, reuse + 1)
 
     def judge_bytes(self) -> int:
         """What the judge itself allocates beside the arena while it checks and times: the
@@ -924,7 +926,9 @@ class Evaluation(TimedChecks):
             if held:
                 seen.append([fingerprint(t, salt) for t in _tensors(out, self.torch)])
             del out
-        self.held_bytes = max(self.held_bytes, n * shape.output_bytes)
+        # The calls past the n held ones ran beside all n: n outputs past their own.
+        beside = n + 1 if self.config.drift_calls > n else n
+        self.held_bytes = max(self.held_bytes, beside * shape.output_bytes)
         got = self.req({"op": "refetch", "shape": "main"}, expect=("outputs",))
         try:
             outs = got.message.get("outputs")
