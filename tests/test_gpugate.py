@@ -353,3 +353,19 @@ def test_an_exclusive_hold_begins_once_another_processs_work_has_ended():
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_a_judge_that_lets_go_of_the_gate_pauses_its_nvml_sampler():
+    """The sampler's driver calls stop with the candidate's process whenever the judge lets go
+    of the gate (another judge may be timing), and go on when it holds the gate again."""
+    import threading
+    from types import SimpleNamespace
+
+    from kernelwright.sandbox.judge.evaluation import Evaluation
+
+    ev = SimpleNamespace(proc=None, sampler=SimpleNamespace(paused=threading.Event()))
+    ev.sampler_pause = lambda paused: Evaluation.sampler_pause(ev, paused)
+    Evaluation.freeze(ev)  # before_release
+    assert ev.sampler.paused.is_set()
+    Evaluation.freeze(ev, stop=False)  # after_acquire (thaw)
+    assert not ev.sampler.paused.is_set()

@@ -256,10 +256,14 @@ class Evaluation(TimedChecks):
         return waited
 
     def freeze(self, stop: bool = True) -> None:
-        """Stop (or continue) the candidate's process and everything it started."""
+        """Stop (or continue) the candidate's process and everything it started, and this
+        judge's NVML sampler with it: its driver calls (2000 a second) would otherwise run
+        beside the timed rounds of the judge that holds the gate now. A stopped process
+        allocates nothing, so no peak is missed."""
         from ..crossing.isolation import descendants
         from .gpugate import freeze
 
+        self.sampler_pause(stop)
         proc = self.proc
         if proc is None or proc.ended is not None or not proc.host:
             return
