@@ -98,6 +98,8 @@ class TimedChecks(RoundChecks):
         wall_ms: float | None
         wall_overhead_ms: float | None
         wall_around_ms: float | None
+        held_bytes: int
+        raw_candidate: Any
 
         def __getattr__(self, name: str) -> Any: ...
 
