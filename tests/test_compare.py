@@ -644,3 +644,50 @@ def test_comparisons_hold_one_chunk_of_temporaries_not_the_tensor():
     assert set(peaks) == {"compare", "rel_error", "error_stats", "has_bad_values", "same_bits"}
     for name, peak in peaks.items():
         assert peak < 24 * 2**20, (name, peak / 2**20)
+
+
+def _checker():
+    """Evaluation.check_output's state, without a judge around it."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        torch=torch,
+        ctx=SimpleNamespace(dtype=torch.float32),
+        config=SimpleNamespace(precision="strict"),
+        w=SimpleNamespace(cuda=False),
+        edge_elements=0,
+        max_abs=0.0,
+        max_rel=0.0,
+        mismatch=None,
+        err64=None,
+        eager64=None,
+        limit64=None,
+        eager64_of={},
+    )
+
+
+def _off_by(ref64: torch.Tensor, rel: float) -> torch.Tensor:
+    """ref64 in fp32 with a relative L2 error of about `rel` (one element moved)."""
+    out = ref64.clone()
+    out[0] += rel * float(ref64.norm())
+    return out.float()
+
+
+def test_the_precision_limit_reads_eagers_worst_error_on_the_output_so_far():
+    # A per-row loss over 6 rows: eager's error on one draw fell to 4.0e-7 where an honest
+    # kernel's was 1.6e-6 (4.03x, past the factor of 4). Against eager's worst error on that
+    # output over the draws checked before, the honest kernel passes; TF32's 22x does not.
+    from kernelwright.sandbox.judge.evaluation import Evaluation
+    from kernelwright.sandbox.judge.verdict import Verdict
+
+    ref64 = torch.tensor([0.9, 0.0, 0.31, 0.0, 0.0, 0.05], dtype=torch.float64)
+    ev = _checker()
+    Evaluation.check_output(ev, _off_by(ref64, 2e-6), _off_by(ref64, 1e-6), ref64, "trial 1")
+    Evaluation.check_output(ev, _off_by(ref64, 3e-6), ref64.float(), ref64, "call 2")
+    with pytest.raises(Verdict) as refused:
+        Evaluation.check_output(ev, _off_by(ref64, 5e-5), ref64.float(), ref64, "call 3")
+    assert refused.value.rule == "precision"
+    # Each output and shape keeps its own worst: a fresh one is judged on its own eager.
+    fresh = _checker()
+    with pytest.raises(Verdict):
+        Evaluation.check_output(fresh, _off_by(ref64, 3e-6), ref64.float(), ref64, "call 1")

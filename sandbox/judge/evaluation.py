@@ -70,6 +70,8 @@ class Evaluation(TimedChecks):
         self.max_abs = self.max_rel = 0.0
         self.err64: float | None = None
         self.eager64: float | None = None
+        # Per output and shape: eager's worst error vs float64 over the inputs checked so far.
+        self.eager64_of: dict[tuple[str, tuple[int, ...]], float] = {}
         self.limit64: float | None = None
         self.deterministic: bool | None = None
         self.mismatch: Mismatch | None = None
@@ -1041,8 +1043,14 @@ class Evaluation(TimedChecks):
             if not isinstance(r, torch.Tensor) or not r.dtype.is_floating_point:
                 continue
             err, eager = rel_error(o, r64), rel_error(r, r64)
+            # Eager's error on one draw is itself a draw: over a few elements (a per-row loss
+            # of 6 rows, most of them 0) it fell to 4.0e-7 where an honest kernel's was 1.6e-6,
+            # 4.03x. The limit reads eager's worst error on this output over every input checked
+            # so far (at this shape): how accurate fp32 PyTorch is here, not on one lucky draw.
+            key = (name, tuple(r.shape))
+            worst = self.eager64_of[key] = max(self.eager64_of.get(key, 0.0), eager)
             limit = precision_limit(
-                eager, self.ctx.dtype, self.config.precision, interpreter=not self.w.cuda
+                worst, self.ctx.dtype, self.config.precision, interpreter=not self.w.cuda
             )
             self.err64 = max(self.err64 or 0.0, err)
             self.eager64 = max(self.eager64 or 0.0, eager)
@@ -1051,7 +1059,8 @@ class Evaluation(TimedChecks):
                 raise Verdict(
                     "incorrect",
                     f"{what}: {name} is less accurate than PyTorch: relative error vs a float64 "
-                    f"reference {err:.2e}, eager PyTorch's {eager:.2e}, allowed {limit:.2e} "
+                    f"reference {err:.2e}, eager PyTorch's {eager:.2e} (its worst on this "
+                    f"output so far {worst:.2e}), allowed {limit:.2e} "
                     f"(policy {self.config.precision}). This is what TF32 or fp16/bf16 "
                     "accumulation looks like: keep fp32 operands and accumulators "
                     '(tl.dot(..., input_precision="ieee") for fp32), or run with '
