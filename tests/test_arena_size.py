@@ -33,6 +33,8 @@ def _evaluation(free: int, ref_peak: int, output: int, limit: int) -> SimpleName
     )
     ev.judge_bytes = lambda: Evaluation.judge_bytes(ev)
     ev.call_output_bytes = lambda: Evaluation.call_output_bytes(ev)
+    ev.arena = None  # arena_bytes runs before the arena exists
+    ev.reuse_calls = lambda: Evaluation.reuse_calls(ev)
     ev.most_held_calls = lambda: Evaluation.most_held_calls(ev)
     return ev
 

@@ -439,11 +439,11 @@ class Evaluation(TimedChecks):
 
     def most_held_calls(self) -> int:
         """The most calls' outputs the judge has the candidate hold at once: a timed round's,
-        or the reuse check's (reuse_calls, before the arena's own bound on it) with the call
-        after them (the drift check's unheld calls run beside the held outputs)."""
-        per = max(self.ctx.main.output_bytes, 1)
-        reuse = max(2, min(self.config.reuse_calls, REUSE_BYTES // per))  # reuse_calls' bounds
-        return max(self.calls, reuse + 1)
+        or the reuse check's with the call after them (the drift check's unheld calls run
+        beside the held outputs). Asked before the arena exists and before any call is timed,
+        reuse_calls gives its most (REUSE_BYTES, no slow-call bound); the arena's quarter only
+        lowers it later."""
+        return max(self.calls, self.reuse_calls() + 1)
 
     def judge_bytes(self) -> int:
         """What the judge itself allocates beside the arena while it checks and times: the
