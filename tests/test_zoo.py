@@ -419,6 +419,7 @@ def test_a_time_under_the_roofline_is_rejected(tmp_path, monkeypatch):
     import math
 
     import triton.testing
+    from test_codegen_harness import candidate_module
 
     from kernelwright.sandbox.judge.roofline import CACHE_FILE, IMPOSSIBLE_FACTOR, measure_ceilings
 
@@ -426,11 +427,7 @@ def test_a_time_under_the_roofline_is_rejected(tmp_path, monkeypatch):
     real = measure_ceilings("cuda")  # measured into tmp_path, then slowed down
     n = 8192 * 8192
     x = torch.randn(n, device="cuda")
-    namespace: dict = {}
-    path = tmp_path / "honest_affine.py"  # Triton reads a kernel's source from its file
-    path.write_text(HONEST_AFFINE)
-    exec(compile(HONEST_AFFINE, str(path), "exec"), namespace)
-    fused = namespace["ModelNew"]()
+    fused = candidate_module(HONEST_AFFINE, tmp_path).ModelNew()
     eager_ms = triton.testing.do_bench(lambda: x * 3.0 + 1.0)
     fused_ms = triton.testing.do_bench(lambda: fused(x))
     assert eager_ms > 1.4 * fused_ms, (eager_ms, fused_ms)  # room between them
