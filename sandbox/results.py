@@ -203,9 +203,10 @@ class Correctness(_Capped):
     precision_judged: str = ""
     max_abs_err: float = 0.0
     max_rel_err: float = 0.0
-    err_vs_fp64: float | None = None  # ||cand - ref64|| / ||ref64||, worst over outputs/trials
-    eager_err_vs_fp64: float | None = None  # the same for PyTorch eager: the yardstick
-    precision_limit: float | None = None  # what err_vs_fp64 was allowed to reach
+    # The precision rule on the output and call nearest its limit (err / limit highest):
+    err_vs_fp64: float | None = None  # ||cand - ref64|| / ||ref64|| there
+    eager_err_vs_fp64: float | None = None  # eager's worst error on that output: the yardstick
+    precision_limit: float | None = None  # what err_vs_fp64 was allowed to reach there
     deterministic: bool | None = None  # two calls on the same inputs were bitwise equal
     degenerate_task: bool = False  # the reference output does not depend on its inputs
     mismatch: Mismatch | None = None

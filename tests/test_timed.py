@@ -27,7 +27,7 @@ class MatmulSum(torch.nn.Module):
 
 def _evaluation() -> Evaluation:
     ref = MatmulSum()
-    main = types.SimpleNamespace(ref=ref, ref64=copy.deepcopy(ref).double())
+    main = types.SimpleNamespace(ref=ref, ref64=copy.deepcopy(ref).double(), _ref64_host=None)
     e = Evaluation.__new__(Evaluation)  # only what judge_timed_mismatch reads
     e.torch = torch
     e.ctx = types.SimpleNamespace(main=main, dtype=torch.float32)
@@ -447,3 +447,30 @@ def test_a_judge_holds_the_gpus_gate_while_it_starts(tmp_path, monkeypatch):
         "cpu", tmp_path, tmp_path, io.StringIO(), [], 1.0, sandbox=Zygote(), os_sandbox=False
     )
     assert seen == [["shared"]]
+
+
+def test_a_tf32_output_of_a_timed_round_fails_after_eagers_draws_a_few_ulps_away():
+    # Past the precision limit but within the tolerance: eager's error on nudged inputs is
+    # drawn (nearby.py) and is as small as on the call's, so the TF32 result stays refused.
+    import time
+
+    torch.manual_seed(0)
+    e = _evaluation()
+    e.deadline = time.monotonic() + 120
+    e.precision_where = ""
+    ref = e.ctx.main.ref
+    with torch.no_grad():
+        ref.w.copy_(torch.rand(512, 256))
+        e.ctx.main.ref64.w.copy_(ref.w)
+        x = torch.rand(64, 512)
+        eager = ref(x)
+
+        def tf32(t):  # rounded to nearest at 10 mantissa bits
+            return ((t.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+        rounded = (tf32(x) @ tf32(ref.w)).sum(dim=1)
+    assert torch.allclose(rounded, eager, rtol=1e-4, atol=1e-4)  # only precision can tell
+    failures: list = []
+    e.judge_timed_mismatch(5, rounded, eager, [x], failures)
+    assert len(failures) == 1 and failures[0][0] == "drift", failures
+    assert e.timed_edge_cases == 0

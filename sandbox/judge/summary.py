@@ -23,7 +23,7 @@ def format_result(result: EvalResult, task_name: str = "") -> str:
             lines.append(
                 f"  precision ({c.precision_policy}): error vs float64 "
                 f"{c.err_vs_fp64:.2e}, eager's {c.eager_err_vs_fp64:.2e}, "
-                f"allowed {c.precision_limit:.2e}"
+                f"allowed {c.precision_limit:.2e} (on the output nearest its limit)"
             )
         if c.variant_note:
             lines.append(f"  shapes: {c.variant_note}")
