@@ -107,7 +107,7 @@ def test_an_honest_kernels_unlucky_draw_passes_on_eagers_error_a_few_ulps_away(t
         Evaluation.check_output(ev, out, ref, ref64, "trial 1")
     assert refused.value.rule == "precision"
     ev, shape = _judge(model)
-    Evaluation.check_output(ev, out, ref, ref64, "trial 1", near=(shape, inputs))
+    Evaluation.check_output(ev, out, ref, ref64, "trial 1", call=(shape, inputs))
 
 
 def test_tf32_inputs_still_fail_with_eagers_error_a_few_ulps_away():
@@ -137,7 +137,24 @@ def test_tf32_inputs_still_fail_with_eagers_error_a_few_ulps_away():
 
     ev.nearby = counted
     with pytest.raises(Verdict) as refused:
-        Evaluation.check_output(ev, out, ref, ref64, "trial 1", near=(shape, [x]))
+        Evaluation.check_output(ev, out, ref, ref64, "trial 1", call=(shape, [x]))
     assert refused.value.rule == "precision"
     assert f"with {NEARBY_DRAWS} inputs a few ulps from these" in refused.value.message
     assert len(drawn) == 1 and len(drawn[0].draws) == NEARBY_DRAWS
+
+
+def test_an_edge_element_and_a_precision_miss_in_one_output_give_a_verdict():
+    # Eager off past the tolerance at one element (the float64 reference decides it), and the
+    # candidate's error past 4x eager's overall: the nearby draws run after the edge case (an
+    # early version passed the edge case's mismatch to them instead of the call).
+    model = torch.nn.Identity()
+    x = torch.rand(10000) + 1.0
+    ref64 = x.double()
+    eager = x.clone()
+    eager[0] += 3e-4  # past atol + rtol * |x|, under 3e-4 for x in [1, 2)
+    out = (ref64 * (1 + 2e-5 * torch.randn(10000, dtype=torch.float64))).float()
+    ev, shape = _judge(model)
+    with pytest.raises(Verdict) as refused:
+        Evaluation.check_output(ev, out, eager, ref64, "trial 1", call=(shape, [x]))
+    assert refused.value.rule == "precision", refused.value.message
+    assert ev.edge_elements >= 1

@@ -849,7 +849,7 @@ class Evaluation(TimedChecks):
         self.check_inputs(after, args, what)
         del after
         ref, ref64 = refs if refs is not None else self.reference(shape, args)
-        self.check_output(out, ref, ref64, f"{what}{hint}", rule=rule, near=(shape, args))
+        self.check_output(out, ref, ref64, f"{what}{hint}", rule=rule, call=(shape, args))
         return out
 
     def nearby(self, shape, pristine: list[Any]):
@@ -1025,10 +1025,10 @@ class Evaluation(TimedChecks):
                 )
 
     def check_output(
-        self, out, ref, ref64, what: str, rule: str | None = None, near: tuple | None = None
+        self, out, ref, ref64, what: str, rule: str | None = None, call: tuple | None = None
     ) -> None:
         """`out` against eager's `ref` (the tolerance, compare.py) and the float64 `ref64` (the
-        precision rule); `near`: the (shape, pristine inputs) of the call, for eager's error on
+        precision rule); `call`: the (shape, pristine inputs) of the call, for eager's error on
         inputs a few ulps away when an output is past the limit (nearby.py)."""
         from .compare import (
             PRECISION_FACTOR,
@@ -1077,10 +1077,10 @@ class Evaluation(TimedChecks):
             limit = precision_limit(
                 worst, self.ctx.dtype, self.config.precision, interpreter=not self.w.cuda
             )
-            if err > limit and near is not None:
+            if err > limit and call is not None:
                 # Few elements that cancel: eager's error on this draw may be a lucky rounding.
                 # Its worst on inputs a few ulps away (the same conditioning) decides (nearby.py).
-                nearby = nearby or self.nearby(*near)
+                nearby = nearby or self.nearby(*call)
                 worst = max(worst, nearby.worst(name, err / PRECISION_FACTOR))
                 self.eager64_of[key] = worst
                 limit = precision_limit(
