@@ -13,7 +13,7 @@ import torch
 from ..sandbox.contract import torch_dtypes
 from ..sandbox.static.pyparse import serialised
 from ..sandbox.task import Task, load_task, task_namespace, variant_overrides
-from . import attention, ops
+from . import attention, ops, recurrent
 from .arguments import Argument, check_lines, fixed_arguments, moved
 from .assemble import assemble
 from .gather import fuse_gathers
@@ -301,7 +301,7 @@ def _render(
     summaries: list[str] = []
     seen: dict[str, Emitted] = {}
     titles: set[str] = {"attention"}
-    uses_attention = False
+    uses_attention = uses_recurrent = False
     for mode, graph in graphs.items():
         groups = partition(graph)
         fuse_gathers(graph, groups)
@@ -309,6 +309,11 @@ def _render(
         if calls and not uses_attention:
             summaries.append(attention.summary(calls))
         uses_attention = uses_attention or bool(calls)
+        loops = recurrent.mark(graph)
+        if loops and not uses_recurrent:
+            summaries.append(recurrent.summary(loops))
+        uses_recurrent = uses_recurrent or bool(loops)
+        calls = calls + loops
         if not groups and not calls:
             raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
         launchers: dict[int, tuple[str, list]] = {}
@@ -335,10 +340,13 @@ def _render(
     model_new = _model_new(init_lines + methods, fwd_args, bodies)
     if uses_attention:
         helper_classes = [attention.source(), *helper_classes]
+    if uses_recurrent:
+        helper_classes = [recurrent.source(), *helper_classes]
     tunables = []
     for e in emitted:
         tunables += [t for t in e.tunables if t not in tunables]
-    return assemble(emitted, helper_classes, model_new, dtype), summaries, tunables
+    needs = ["_tanh"] if uses_recurrent else []
+    return assemble(emitted, helper_classes, model_new, dtype, needs), summaries, tunables
 
 
 def _has_pointwise(g: Group) -> bool:

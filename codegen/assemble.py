@@ -25,11 +25,13 @@ def assemble(
     helper_classes: list[list[str]],
     model_new: list[str],
     dtype: str,
+    needs: list[str] | None = None,
 ) -> str:
+    """`needs`: ops.HELPERS the helper classes call (recurrent.py's kernel calls _tanh)."""
     emitted, renames = _shared(emitted)
     for old, new in renames.items():
         model_new = [re.sub(rf"\b{re.escape(old)}\(", f"{new}(", line) for line in model_new]
-    helpers: list[str] = []
+    helpers: list[str] = list(needs or [])
     for e in emitted:
         for h in ops.helpers_for(set()) + sorted(e.helpers):
             for dep in ops.HELPER_DEPS.get(h, ()):

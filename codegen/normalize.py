@@ -12,7 +12,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from . import ops
+from . import ops, recurrent
 from .ir import INPUT, PARAM, SCALAR, STORE, TORCH, Graph, Node
 from .layout import memory_order
 from .normalize_builder import NoPattern
@@ -210,6 +210,8 @@ class _Normalizer(ReductionOps, NormOps, MatmulOps, ConvOps):
         if isinstance(info, tuple):
             node = self.make(TORCH, "call", n.name, args, None, None, fx_op=n.op)
             node.target, node.kwargs = n.target, kwargs
+            if n.op == "call_module":  # an RNN, LSTM or GRU: codegen/recurrent.py's kernel
+                recurrent.attach(node, self.gm.get_submodule(n.target))
 
             def pick(part: Any, path: tuple[int, ...]) -> Any:
                 # One tensor of the tuple, nested ones too (an LSTM's `out, (h, c)`).

@@ -570,6 +570,13 @@ class ForwardWriter:
         args = [self.arg(a) for a in n.args]
         kwargs = [f"{k}={self.arg(v)}" for k, v in n.kwargs.items()]
         target = n.target
+        if "recurrent" in n.attrs:  # codegen/recurrent.py's kernel, given the module itself
+            if "input" in n.kwargs:  # the module's own name for it; _recurrent's is x
+                args = [self.arg(n.kwargs["input"]), *args]
+                kwargs = [f"{k}={self.arg(v)}" for k, v in n.kwargs.items() if k != "input"]
+            return call(
+                f"{n.name} = _recurrent", [f"self{_attr_path(target)}", *args, *kwargs], indent
+            )
         if op == "call_module":
             return call(f"{n.name} = self{_attr_path(target)}", args + kwargs, indent)
         if op == "call_method":
