@@ -71,7 +71,7 @@ def init_source(source: str) -> tuple[list[str], list[list[str]], list[str]]:
     if init is None:
         raise Unsupported("Model has no __init__ to copy")
     aliases = _module_aliases(tree)
-    init_node, init = init, _fix_super(init, aliases)
+    init_node, init = init, _drop_unread_tensors(_fix_super(init, aliases), cls)
     defs: dict[str, ast.stmt] = {
         s.name: s
         for s in tree.body
@@ -392,6 +392,47 @@ class _SuperFixer(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id == "super" and node.args:
             node.args = []
         return node
+
+
+# torch's factories of a plain tensor (no parameter, no buffer, no module).
+_FACTORIES = frozenset({"randn", "rand", "zeros", "ones", "empty", "full", "randint", "tensor"})
+
+
+def _drop_unread_tensors(init: ast.AST, cls: ast.ClassDef) -> ast.AST:
+    """__init__ (_fix_super's copy) without the plain tensors it stores on self that nothing of
+    Model reads again: `self.h0 = torch.randn((num_layers * 2, batch_size, hidden_size))` where
+    forward takes h0 as an input. Such a tensor is in no state_dict and nothing reads it, and
+    its sizes are often the task's module-level constants, which a candidate cannot read (the
+    evaluator varies them). A name read anywhere in Model, or written as a string there
+    (getattr), keeps its statement."""
+    assert isinstance(init, ast.FunctionDef)
+    read = {
+        n.attr
+        for n in ast.walk(cls)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load)
+    }
+    read |= {
+        n.value for n in ast.walk(cls) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
+
+    def unread(stmt: ast.stmt) -> bool:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            return False
+        target, value = stmt.targets[0], stmt.value
+        return (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "self"
+            and target.attr not in read
+            and isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Name)
+            and value.func.value.id == "torch"
+            and value.func.attr in _FACTORIES
+        )
+
+    init.body = [stmt for stmt in init.body if not unread(stmt)] or [ast.Pass()]
+    return init
 
 
 def _fix_super(node: ast.AST, aliases: dict[str, str]) -> ast.AST:

@@ -184,6 +184,13 @@ def test_a_0_dim_tensor_made_of_a_number_in_forward_is_that_number(tmp_path: Pat
     assert "_tensor_constant" not in src and "tl.minimum(" in src and "tl.maximum(" in src
 
 
+def test_a_plain_tensor_nothing_reads_is_left_out_of_model_new(tmp_path: Path):
+    """`self.h0 = torch.randn((2, batch_size, dim))` in __init__, read nowhere: the candidate
+    could not size it (batch_size is the task's module-level constant) and needs it nowhere."""
+    src = check_equal("unread_tensor", tmp_path, [{}, {"batch_size": 3, "dim": 40}])
+    assert "self.h0" not in src and "batch_size" not in src
+
+
 def test_state_outside_the_state_dict_gets_a_reason():
     # KernelBench's stateful VanillaRNN: `self.hidden` is neither a parameter nor a buffer.
     result = generate(str(TASKS / "plain_tensor_state.py"))
