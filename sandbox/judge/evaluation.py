@@ -1,10 +1,11 @@
 """The judge's evaluation of one candidate: correctness, the reuse check, timing and memory.
 
-Over 700 lines because the judge v3 (issue 30) added the regions, the arena's reading and the
-memory measured from outside to the checks of one class, which share its state; the sandbox/
-split moved the files, not this class's logic, and the output reading (`rebuild`, `from_arena`)
-and the memory measurement are still to move to modules of their own with the judge's next
-change to this file.
+Over 700 lines because the correctness checks of one candidate (the trials, the same tensors
+refilled, drift and the reuse check, the other shape, the precision rule) share one class's state
+with the sequence that runs them and the requests to the candidate's process. The judge v3
+(issue 30) put the regions, the arena's reading and the memory measured from outside into that
+class; the output reading (`rebuild`, `from_arena`) is now reading.py's, and the arena's size
+and the memory checks are memory.py's, mixed in as the clock is (timed.py, roundchecks.py).
 
 Runs in the judge (worker.py), which holds the reference, the float64 reference, the pristine
 inputs, the tolerances and the roofline. The candidate runs in a process of its own
@@ -27,7 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..crossing import transport
-from ..results import Correctness, EvalResult, KernelStats, Memory, Mismatch, Timings
+from ..results import Correctness, EvalResult, KernelStats, Mismatch, Timings
+from .memory import MemoryChecks
+from .reading import OutputReading
 from .remote import CandidateFailure
 from .timed import TimedChecks, _interpreter_timings
 from .verdict import (
@@ -35,29 +38,22 @@ from .verdict import (
     _clone,
     _gib,
     _mismatch_text,
-    _Opaque,
     _rule,
     _sizes_text,
     _Stopwatch,
-    _structure,
     _task_dict,
     _tensors,
     _text,
     _to64,
 )
 
-# The candidate's peak may reach max(MEMORY_FACTOR x the reference's, reference + MEMORY_SLACK).
-MEMORY_FACTOR = 4
-MEMORY_SLACK = 1 << 30
 # The most output bytes the reuse check holds at once, and about the most seconds it takes.
 REUSE_BYTES = 4 << 30
 REUSE_S = 2.0
-# Device memory the judge keeps beside the arena past its estimate of its own work.
-JUDGE_MARGIN = 2 << 30
 _STATUSES_FROM_CANDIDATE = ("rejected", "compile_error", "runtime_error", "incorrect")
 
 
-class Evaluation(TimedChecks):
+class Evaluation(OutputReading, MemoryChecks, TimedChecks):
     """The checks on one candidate, in order; any failure raises a Verdict."""
 
     def __init__(self, worker, ctx, config, request, serial: int):
@@ -399,84 +395,6 @@ class Evaluation(TimedChecks):
         except RuntimeError as e:
             raise Verdict("crashed", f"internal evaluator error: {e}", rule="worker-start") from e
 
-    def watch_memory(self) -> None:
-        """The driver's account of the candidate's process, from here on (nvml.py): what it
-        holds now (its CUDA context, the libraries the wall's calibration loaded) is the
-        baseline, past which its code's device memory shows."""
-        if self.w.cuda:
-            from .nvml import Sampler, available
-
-            if available() and self.proc.host is not None:
-                self.sampler = Sampler(self.w.device.index or 0)
-                self.sampler.pids = {self.proc.host}
-                self.sampler.sample()
-                self.context_bytes = self.sampler.peak
-                self.sampler.peak = 0
-                self.sampler.__enter__()
-
-    def arena_bytes(self) -> int:
-        """The arena is the candidate's device memory limit, within what the device has free
-        once the judge keeps room for its own work (judge_bytes); never less than one
-        reference call needs beside a timed round's outputs (at least the one output the reuse
-        check holds besides: `reuse_calls`), the room the wall's calibration and an honest
-        candidate take. Without the held output, InstanceNorm at KernelBench's size (7.5 GB
-        outputs, a call's peak 15 GB) got a 15 GiB arena on the H200 and every honest candidate
-        ended `crashed [evaluator]` in the reuse check.
-
-        The limit is the candidate's own peak: the outputs the judge asks it to hold past one
-        call's (a timed round's, the reuse check's) come on top. Capped at the limit, an outer
-        product (64 MiB out of 32 KiB in, 32 calls a round) ran out of its 1.06 GiB arena in
-        its first timed round on the H100: `rejected [memory]` for an honest kernel."""
-        torch = self.torch
-        cap = (self.limit_bytes() or (8 << 30)) + (self.most_held_calls() - 1) * (
-            self.call_output_bytes()
-        )
-        torch.cuda.empty_cache()  # blocks the judge's setup freed count as free
-        free, _ = torch.cuda.mem_get_info()
-        shape = self.ctx.main
-        # A timed round holds its calls' outputs at once (up to MAX_CALLS small ones).
-        held = max(1, self.calls) * self.call_output_bytes()
-        floor = min(cap, (shape.ref_peak or shape.footprint) + held + (1 << 30))
-        return max(256 << 20, min(cap, max(floor, free - self.judge_bytes())))
-
-    def most_held_calls(self) -> int:
-        """The most calls' outputs the judge has the candidate hold at once: a timed round's,
-        or the reuse check's with the call after them (the drift check's unheld calls run
-        beside the held outputs). Asked before the arena exists and before any call is timed,
-        reuse_calls gives its most (REUSE_BYTES, no slow-call bound); the arena's quarter only
-        lowers it later."""
-        return max(self.calls, self.reuse_calls() + 1)
-
-    def judge_bytes(self) -> int:
-        """What the judge itself allocates beside the arena while it checks and times: the
-        float64 twin of a reference call (twice its peak) and the float64 error it computes
-        from it (one more), the pristine inputs with eager's and the candidate's outputs (twice
-        the footprint), one round's snapshot of the outputs, and a margin. Measured on the H200
-        at KernelBench's sizes (Swish, Frobenius norm, InstanceNorm: 6-15 GB footprints), two
-        footprints and two reference peaks left the judge short: its float64 reference then
-        fell back to host memory, past the worker's limit."""
-        shape = self.ctx.main
-        ref = shape.ref_peak or shape.footprint
-        return 3 * ref + 2 * shape.footprint + self.calls * self.call_output_bytes() + JUDGE_MARGIN
-
-    def call_output_bytes(self) -> int:
-        """One call's outputs as the judge holds them: their bytes and a descriptor each."""
-        shape = self.ctx.main
-        return shape.output_bytes + 512 * max(1, len(shape.out_meta))
-
-    def arena_short(self) -> bool:
-        """The arena is smaller than the memory rule's limit (the device had no more room)."""
-        limit = self.limit_bytes()
-        return limit is not None and self.arena.nbytes + (64 << 20) < limit
-
-    def sampler_pause(self, paused: bool) -> None:
-        if self.sampler is not None:
-            (self.sampler.paused.set if paused else self.sampler.paused.clear)()
-
-    def note_memory(self) -> None:
-        if self.sampler is not None and self.sampler.paused.is_set() is False:
-            self.sampler.sample()
-
     def open_region(self, name: str, shape, sets: int) -> None:
         """The judge's region of one shape: `sets` input sets and output slots (regions.py)."""
         from ..crossing.regions import Layout, create_region
@@ -647,137 +565,6 @@ class Evaluation(TimedChecks):
         views = [s.view(region.flat) if s is not None else None for s in layout.inputs[k]]
         after = [v.clone() if v is not None else x for v, x in zip(views, inputs)]
         return out, after
-
-    def rebuild(
-        self, node: Any, fds: list[int], shape_name: str, what: str, snapshot: Any = None
-    ) -> Any:
-        """The candidate's output as plain judge tensors, after its structure was checked.
-
-        snapshot: for a timed call, the judge's copies [(offset, nbytes, bytes)] of its leaves
-        taken inside the clock; each arena leaf is cut from these, never read again."""
-        shape = self.ctx.main if shape_name == "main" else self.ctx.variant
-        self._normalise(node, shape_name)
-        problem = _structure(node, shape.out_template, "out", self.w.device.type)
-        if problem is not None:
-            rule, message = problem
-            status = "rejected" if rule == "output-type" else "incorrect"
-            raise Verdict(status, f"{what}: {message}", rule=rule)
-        leaves = iter(snapshot) if snapshot is not None else None
-        return self._materialise_tree(node, fds, shape_name, leaves)
-
-    def _normalise(self, node: Any, shape_name: str) -> None:
-        """Give arena and slot leaves the tensor description the structure check reads (a
-        slot's shape and dtype are the judge's own, whatever the candidate said)."""
-        if not isinstance(node, dict):
-            return
-        for key in ("tuple", "list"):
-            if isinstance(node.get(key), list):
-                for v in node[key]:
-                    self._normalise(v, shape_name)
-        if isinstance(node.get("dict"), list):
-            for pair in node["dict"]:
-                if isinstance(pair, list) and len(pair) == 2:
-                    self._normalise(pair[1], shape_name)
-        if isinstance(node.get("arena"), dict):
-            d = node["arena"]
-            node["tensor"] = {
-                "dtype": d.get("dtype"),
-                "shape": d.get("shape"),
-                "device": d.get("device", "cuda"),
-            }
-        elif "slot" in node:
-            slot = self._slot(node["slot"], shape_name)
-            node["tensor"] = {"dtype": slot.dtype, "shape": list(slot.shape), "device": "cpu"}
-
-    def _slot(self, ref: Any, shape_name: str):
-        _, layout = self.region_of(shape_name)
-        ok = isinstance(ref, list) and len(ref) == 2 and all(isinstance(v, int) for v in ref)
-        sets = len(layout.outputs)
-        if not ok or not (0 <= ref[0] < sets and 0 <= ref[1] < len(layout.outputs[ref[0]])):
-            raise Verdict("rejected", "an output names no slot of the judge's", rule="protocol")
-        return layout.outputs[ref[0]][ref[1]]
-
-    def _materialise_tree(self, node: Any, fds: list[int], shape_name: str, leaves: Any) -> Any:
-        if "tuple" in node or "list" in node:
-            items = [
-                self._materialise_tree(v, fds, shape_name, leaves)
-                for v in node.get("tuple", node.get("list"))
-            ]
-            return tuple(items) if "tuple" in node else items
-        if "dict" in node:
-            return {k: self._materialise_tree(v, fds, shape_name, leaves) for k, v in node["dict"]}
-        if "arena" in node:
-            return self.from_arena(node["arena"], leaves)
-        if "slot" in node:
-            region, _ = self.region_of(shape_name)
-            return self._slot(node["slot"], shape_name).view(region.flat).clone()
-        if "tensor" in node:
-            return self.materialise(node["tensor"], fds, on_host=False)
-        if "opaque" in node:
-            return _Opaque(_text(node["opaque"]), bool(node.get("subclass")))
-        return node.get("value")
-
-    def from_arena(self, d: dict[str, Any], leaves: Any):
-        """A judge-owned copy of an output where the candidate left it in the arena (or, for a
-        timed call, cut from the copy the judge took inside its clock)."""
-        from ..crossing.transport import DTYPES
-
-        torch = self.torch
-        dtype = DTYPES.get(d.get("dtype"))  # type: ignore[arg-type]
-        shape: Any = d.get("shape")
-        stride: Any = d.get("stride")
-        offset: Any = d.get("offset")
-        nbytes: Any = d.get("nbytes")
-        ints = all(isinstance(v, int) and v >= 0 for v in (offset, nbytes))
-        if dtype is None or not ints or not (_int_list(shape) and _int_list(stride)):
-            raise Verdict("rejected", "a malformed output place", rule="protocol")
-        if len(shape) != len(stride) or nbytes > self.output_limit():
-            raise Verdict("rejected", "a malformed output place", rule="protocol")
-        size = torch.empty((), dtype=dtype).element_size()
-        numel = 1
-        for n in shape:
-            numel *= n
-        reach = (sum((n - 1) * s for n, s in zip(shape, stride)) + 1) * size if numel else 0
-        if reach > nbytes or offset % size:
-            raise Verdict("rejected", "an output place smaller than its tensor", rule="protocol")
-        if leaves is not None:
-            taken = next(leaves, None)
-            if taken is None or taken[0] != offset or taken[1] != nbytes:
-                raise Verdict(
-                    "rejected",
-                    "a timed output described after the clock is not where the round said",
-                    rule="protocol",
-                )
-            raw = taken[2]
-        else:
-            try:
-                raw = self.arena.view(offset, nbytes)
-            except ValueError:
-                raise Verdict("rejected", "an output outside the arena", rule="protocol") from None
-        if numel == 0:
-            return torch.empty(tuple(shape), dtype=dtype, device=self.w.device)
-        typed = raw[: nbytes - nbytes % size].view(dtype)
-        view = typed.as_strided(tuple(shape), tuple(stride))
-        return view.clone() if leaves is None else view
-
-    def materialise(self, desc: dict[str, Any], fds: list[int], *, on_host: bool):
-        """A judge-owned copy of a tensor the candidate process described in a memfd of its own
-        (a snapshot: the candidate cannot change it afterwards)."""
-        limit = self.output_limit()
-        try:
-            buffer, host = transport.rebuild(desc, fds, max_bytes=limit)
-        except (transport.ProtocolError, OSError) as e:
-            raise Verdict(
-                "rejected", f"the candidate process sent a malformed tensor: {e}", rule="protocol"
-            ) from None
-        try:
-            same_kind = str(desc.get("device", "")).startswith(self.w.device.type)
-            if on_host or not same_kind or self.w.device.type == "cpu":
-                return host.clone()  # a copy: the mapping is closed below
-            return host.to(self.w.device)
-        finally:
-            del host
-            buffer.close()
 
     # -- correctness ---------------------------------------------------------------------------
 
@@ -1103,71 +890,6 @@ class Evaluation(TimedChecks):
                     rule="precision",
                 )
 
-    # -- memory --------------------------------------------------------------------------------
-
-    def limit_bytes(self) -> int | None:
-        if self.config.max_memory_gb is not None:
-            return int(self.config.max_memory_gb * 2**30)
-        ref = self.ctx.main.ref_peak
-        return None if ref is None else max(MEMORY_FACTOR * ref, ref + MEMORY_SLACK)
-
-    def measure_memory(self) -> None:
-        """The candidate's device memory, from outside its process: the arena pages it touched
-        (its parameters, outputs, workspace), the input region it reads, and what the driver
-        says it holds past both (taken outside the allocator); less the outputs the judge
-        itself asked it to hold at once, beyond one call's."""
-        if self.arena is None or self.candidate_peak is not None:
-            return
-        touched = self.arena.touched_bytes()
-        outside = 0
-        if self.sampler is not None:
-            self.sampler.sample()
-            mapped = self.arena.nbytes + self.regions_bytes
-            outside = max(0, self.sampler.peak - self.context_bytes - mapped)
-        extra_held = max(0, self.held_bytes - self.ctx.main.output_bytes)
-        self.candidate_peak = max(0, touched - extra_held) + self.ctx.main.input_bytes + outside
-        self.memory_parts = (
-            f"arena pages touched {_gib(touched)}, less {_gib(extra_held)} of outputs held at "
-            f"the judge's demand past one call's; inputs {_gib(self.ctx.main.input_bytes)}; "
-            f"past both by the driver's account {_gib(outside)}"
-        )
-
-    def check_memory(self) -> None:
-        self.measure_memory()
-        limit, peak = self.limit_bytes(), self.candidate_peak
-        if limit is None or peak is None or peak <= limit:
-            return
-        ref = self.ctx.main.ref_peak
-        raise Verdict(
-            "rejected",
-            f"the candidate's forward peaked at {_gib(peak)} of device memory (measured by the "
-            f"judge: the arena pages it touched, its inputs, and what the driver says it took "
-            f"past them); the reference peaks at {_gib(ref)} and a candidate may use "
-            f"max({MEMORY_FACTOR}x that, that + 1 GiB) = {_gib(limit)}. Allocate less (no "
-            "workspace sized far beyond the task), or allow it with --max-memory GB.",
-            rule="memory",
-        )
-
-    def memory(self) -> Memory:
-        shape = self.ctx.main
-        with contextlib.suppress(Exception):
-            self.measure_memory()
-        judge = self.torch.cuda.max_memory_allocated() if self.w.cuda else None
-        note = (
-            "measured by the judge: "
-            + (self.memory_parts or "arena pages touched, inputs, the driver's account past them")
-            if self.w.cuda
-            else "device memory is measured on CUDA only (the interpreter runs in host memory)"
-        )
-        return Memory(
-            footprint_bytes=shape.footprint,
-            reference_peak_bytes=shape.ref_peak,
-            candidate_peak_bytes=self.candidate_peak,
-            judge_peak_bytes=judge,
-            limit_bytes=self.limit_bytes(),
-            note=note,
-        )
-
     # -- reporting -----------------------------------------------------------------------------
 
     def kernels_so_far(self) -> tuple[KernelStats, ...]:
@@ -1235,12 +957,6 @@ class Evaluation(TimedChecks):
         if self.w.cuda:
             with contextlib.suppress(Exception):
                 self.torch.cuda.empty_cache()
-
-
-def _int_list(value: Any) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**48 for v in value
-    )
 
 
 def _arena_places(node: Any) -> list[tuple[int, int]]:
