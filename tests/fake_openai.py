@@ -588,12 +588,21 @@ class _Handler(BaseHTTPRequestHandler):
             label = step.kind if step else "exhausted"
         record = self._record(body, label, route)
         self.fake._enter()
+        self._counted = True
         try:
             self._answer(step, body, record)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a stall past its timeout)
         finally:
             record.finished = time.monotonic()
+            self._replying()
+
+    def _replying(self) -> None:
+        """The request stops counting as in flight once its reply is about to be written: past
+        that, the client may read the whole reply and send its next request before this thread
+        runs again (under load a limit of 2 was seen as 3)."""
+        if self._counted:
+            self._counted = False
             self.fake._leave()
 
     def _record(self, body: dict[str, Any], step: str, route: str | None) -> RecordedRequest:
@@ -644,6 +653,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_stream(step, model, usage if include else None)
             return
         time.sleep(step.generation_s)  # not streamed: nothing arrives until it is all written
+        self._replying()
         message: dict[str, Any] = {"role": "assistant", "content": step.content}
         if step.reasoning:
             message[step.reasoning_field] = step.reasoning
