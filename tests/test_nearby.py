@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from test_codegen_harness import candidate_module, task_path
+from test_compare import _checker
 
 from kernelwright.codegen import generate
 from kernelwright.sandbox.judge.compare import rel_error
@@ -53,23 +54,10 @@ def test_nearby_draws_only_until_eagers_worst_is_enough():
     assert late.worst("out", 1e-6) == 0.0
 
 
-def _judge(model) -> SimpleNamespace:
+def _judge(model) -> tuple[SimpleNamespace, SimpleNamespace]:
     """Evaluation's state for check_output and its nearby draws, the reference in this process."""
-    ev = SimpleNamespace(
-        torch=torch,
-        ctx=SimpleNamespace(dtype=torch.float32),
-        config=SimpleNamespace(precision="strict"),
-        w=SimpleNamespace(cuda=False),
-        deadline=time.monotonic() + 120,
-        edge_elements=0,
-        max_abs=0.0,
-        max_rel=0.0,
-        mismatch=None,
-        err64=None,
-        eager64=None,
-        limit64=None,
-        eager64_of={},
-    )
+    ev = _checker()
+    ev.deadline = time.monotonic() + 120
     ev.nearby = functools.partial(Evaluation.nearby, ev)
     ev.reference = functools.partial(Evaluation.reference, ev)
     shape = SimpleNamespace(ref=model, ref64=_double(model), _ref64_host=None)
