@@ -18,7 +18,7 @@ from .arguments import Argument, check_lines, fixed_arguments, moved
 from .assemble import assemble
 from .gather import fuse_gathers
 from .group_writer import Emitted, GroupWriter
-from .ir import Graph
+from .ir import Graph, Node
 from .kernel_conv import write_conv
 from .kernel_matmul import write_matmul
 from .kernel_pointwise import write_pointwise
@@ -270,6 +270,10 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
     return out, m32
 
 
+# Kernels of their own for one torch call each (flash attention, a recurrent module): `mark`
+# picks the calls of a graph they take, and the forward calls their helper in `source`.
+WHOLE_CALLS = (attention, recurrent)
+
 # The pooling modules a forward may consist of (their names as torch nodes of the graph).
 POOLING = {f"{kind}pool{rank}d" for kind in ("max", "avg") for rank in (1, 2, 3)}
 
@@ -300,20 +304,18 @@ def _render(
     bodies: dict[str, list[str]] = {}
     summaries: list[str] = []
     seen: dict[str, Emitted] = {}
-    titles: set[str] = {"attention"}
-    uses_attention = uses_recurrent = False
+    titles: set[str] = {kernel.TITLE for kernel in WHOLE_CALLS}
+    used: list[Any] = []  # the modules of WHOLE_CALLS the forward calls, in order of first use
     for mode, graph in graphs.items():
         groups = partition(graph)
         fuse_gathers(graph, groups)
-        calls = attention.mark(graph)
-        if calls and not uses_attention:
-            summaries.append(attention.summary(calls))
-        uses_attention = uses_attention or bool(calls)
-        loops = recurrent.mark(graph)
-        if loops and not uses_recurrent:
-            summaries.append(recurrent.summary(loops))
-        uses_recurrent = uses_recurrent or bool(loops)
-        calls = calls + loops
+        calls: list[Node] = []
+        for kernel in WHOLE_CALLS:
+            found = kernel.mark(graph)
+            if found and kernel not in used:
+                summaries.append(kernel.summary(found))
+                used.append(kernel)
+            calls += found
         if not groups and not calls:
             raise Unsupported(f"nothing to fuse: forward is only {_torch_ops(graph)}")
         launchers: dict[int, tuple[str, list]] = {}
@@ -338,14 +340,11 @@ def _render(
         writer = ForwardWriter(graph, groups, launchers)
         bodies[mode] = writer.statements("        ")
     model_new = _model_new(init_lines + methods, fwd_args, bodies)
-    if uses_attention:
-        helper_classes = [attention.source(), *helper_classes]
-    if uses_recurrent:
-        helper_classes = [recurrent.source(), *helper_classes]
+    helper_classes = [*(kernel.source() for kernel in used), *helper_classes]
     tunables = []
     for e in emitted:
         tunables += [t for t in e.tunables if t not in tunables]
-    needs = ["_tanh"] if uses_recurrent else []
+    needs = [h for kernel in used for h in kernel.HELPERS]
     return assemble(emitted, helper_classes, model_new, dtype, needs), summaries, tunables
 
 

@@ -26,6 +26,8 @@ from .trace import TensorInfo
 
 MAX_HEAD = 256
 SIGNATURE = "attention"  # ops.SIGNATURES: F.scaled_dot_product_attention's parameters
+TITLE = "attention"  # the helper's name less its underscore: no group's launcher may take it
+HELPERS: tuple[str, ...] = ()  # ops.HELPERS the kernel calls
 
 KERNEL = '''
 @triton.jit

@@ -27,6 +27,8 @@ from .ir import TORCH, Graph, Node
 from .template import render
 
 MODES = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}
+TITLE = "recurrent"  # the helper's name less its underscore: no group's launcher may take it
+HELPERS = ("_tanh",)  # ops.HELPERS the kernel calls
 NAMES = {0: "rnn (tanh)", 1: "rnn (relu)", 2: "lstm", 3: "gru"}
 
 KERNEL = '''
@@ -135,7 +137,7 @@ def _recurrent_kernel(
 def _recurrent(module, x, hx=None):
     """module(x, hx) for an nn.RNN, nn.LSTM or nn.GRU without dropout or projections: per
     layer and direction, the input's products in one matmul and the recurrence in one launch."""
-    mode = {"RNN_TANH": 0, "RNN_RELU": 1, "LSTM": 2, "GRU": 3}[module.mode]
+    mode = $modes[module.mode]
     gates = (1, 1, 4, 3)[mode]
     unbatched = x.dim() == 2
     x = x.unsqueeze(1) if unbatched else x
@@ -251,5 +253,5 @@ def summary(calls: list[Node]) -> str:
 
 
 def source() -> list[str]:
-    """The kernel and its launcher, as lines (the kernel calls ops.HELPERS['_tanh'])."""
-    return render(KERNEL)
+    """The kernel and its launcher, as lines (the kernel calls HELPERS)."""
+    return render(KERNEL, modes=repr(MODES))

@@ -849,6 +849,13 @@ class Evaluation(OutputReading, MemoryChecks, TimedChecks):
         if ref64 is None:  # no float64 reference (reference(): it fits nowhere)
             return
         nearby = None
+
+        def limit_of(eager_err: float) -> float:
+            interpreter = not self.w.cuda
+            return precision_limit(
+                eager_err, self.ctx.dtype, self.config.precision, interpreter=interpreter
+            )
+
         for (name, o), (_, r), (_, r64) in zip(
             flatten_outputs(out), flatten_outputs(ref), flatten_outputs(ref64)
         ):
@@ -860,19 +867,14 @@ class Evaluation(OutputReading, MemoryChecks, TimedChecks):
             # 4.03x. The limit reads eager's worst error on this output over every input checked
             # so far (at this shape): how accurate fp32 PyTorch is here, not on one lucky draw.
             key = (name, tuple(r.shape))
-            worst = self.eager64_of[key] = max(self.eager64_of.get(key, 0.0), eager)
-            limit = precision_limit(
-                worst, self.ctx.dtype, self.config.precision, interpreter=not self.w.cuda
-            )
-            if err > limit and call is not None:
+            worst = max(self.eager64_of.get(key, 0.0), eager)
+            if err > limit_of(worst) and call is not None:
                 # Few elements that cancel: eager's error on this draw may be a lucky rounding.
                 # Its worst on inputs a few ulps away (the same conditioning) decides (nearby.py).
                 nearby = nearby or self.nearby(*call)
                 worst = max(worst, nearby.worst(name, err / PRECISION_FACTOR))
-                self.eager64_of[key] = worst
-                limit = precision_limit(
-                    worst, self.ctx.dtype, self.config.precision, interpreter=not self.w.cuda
-                )
+            self.eager64_of[key] = worst
+            limit = limit_of(worst)
             if self.limit64 is None or err / limit >= self.err64 / self.limit64:
                 # The three figures of the result are one output's, the nearest its limit: a
                 # worst error beside another output's limit reads as a failure that passed.

@@ -11,9 +11,8 @@ none, the worst 2.2x. The nudged inputs keep the draw's conditioning (the same r
 give eager other roundings: how accurate fp32 PyTorch is at this point, not on one lucky rounding.
 
 They are drawn only for an output past the limit, one at a time until eager's worst reaches
-what the output needs or NEARBY_DRAWS ran: an honest kernel's miss usually ends at the first
-draw; a TF32 or fp16 result (>= 22x eager, compare.py) runs all of them and still fails, as eager
-stays as accurate on the nudged inputs as on the draw.
+what the output needs or NEARBY_DRAWS ran; a TF32 or fp16 result (>= 22x eager, compare.py) runs
+all of them and still fails, as eager stays as accurate on the nudged inputs as on the draw.
 """
 
 from __future__ import annotations

@@ -99,11 +99,12 @@ class RoundChecks:
         except Exception as e:  # no float64 verdict here: the allclose miss stands
             failures.append(("drift", f"timed call {i}: wrong result ({_one_line(e)})"))
             return
-        limit = precision_limit(eager, self.ctx.dtype, self.config.precision)
-        if err > limit and elementwise is None:  # eager's own error a few ulps away (nearby.py)
+        policy = self.config.precision
+        if err > precision_limit(eager, self.ctx.dtype, policy) and elementwise is None:
+            # eager's own error a few ulps away counts too (nearby.py)
             nearby = self.nearby(self.ctx.main, pristine)
             eager = max(eager, nearby.worst(None, err / PRECISION_FACTOR))
-            limit = precision_limit(eager, self.ctx.dtype, self.config.precision)
+        limit = precision_limit(eager, self.ctx.dtype, policy)
         if err > limit or elementwise is not None:
             where = f"; {_mismatch_text(elementwise)}" if elementwise is not None else ""
             failures.append(
