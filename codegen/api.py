@@ -13,7 +13,7 @@ import torch
 from ..sandbox.contract import torch_dtypes
 from ..sandbox.static.pyparse import serialised
 from ..sandbox.task import Task, load_task, task_namespace, variant_overrides
-from . import attention, ops, recurrent
+from . import attention, loops, ops, recurrent
 from .arguments import Argument, check_lines, fixed_arguments, moved
 from .assemble import assemble
 from .gather import fuse_gathers
@@ -251,23 +251,52 @@ def _traced_graphs(task: Task, ns: dict[str, Any]) -> tuple[dict[str, Graph], An
         if mode == "eval":
             m32.eval()
             m16.eval()
-        gm32, gm16 = trace(m32, str(task.path), in32), trace(m16, str(task.path), in16)
+        # The graphs' inputs: forward's, or those of the loop's step (loops.py).
+        (gm32, s32), loop = _trace(task, m32, in32)
+        (gm16, s16), _ = _trace(task, m16, in16)
         if gm32.meta["decisions"] != gm16.meta["decisions"]:
             # One candidate serves every dtype: a branch on the dtype cannot be baked in.
             raise Unsupported("forward branches on its inputs' dtype")
-        info32 = propagate(gm32, in32, str(task.path))
-        info16 = propagate(gm16, in16, str(task.path))
+        info32 = propagate(gm32, s32, str(task.path))
+        info16 = propagate(gm16, s16, str(task.path))
+        if loop is not None:
+            loops.check_state(loop, s32, _outputs_info(gm32, info32, loop))
         # Attention written out by hand becomes one call (codegen/attention.py's kernel).
         if attention.rewrite(gm32, info32) and attention.rewrite(gm16, info16):
-            info32 = propagate(gm32, in32, str(task.path))
-            info16 = propagate(gm16, in16, str(task.path))
+            info32 = propagate(gm32, s32, str(task.path))
+            info16 = propagate(gm16, s16, str(task.path))
         out[mode] = normalize(gm32, info32, info16)
+        out[mode].loop = loop
         traced[mode] = (gm32, info32, info16)
     if all(_only_pooling(g) for g in out.values()):
         # Nothing to fuse but pooling: pooling itself as a Triton kernel (kernel_pool.py).
         # Elsewhere it stays torch's (cuDNN) until the two are timed against each other.
+        loop = out["train"].loop
         out = {mode: normalize(*traced[mode], pools=True) for mode in out}
+        for g in out.values():
+            g.loop = loop
     return out, m32
+
+
+def _trace(task: Task, model: Any, inputs: list[Any]) -> tuple[tuple[Any, list[Any]], Any]:
+    """(fx graph, its inputs) of forward, and None; or, where a loop over a traced size
+    stopped the tracer, those of the loop's step and the loop (loops.py)."""
+    path = str(task.path)
+    try:
+        return (trace(model, path, inputs), inputs), None
+    except Unsupported as e:
+        loop = loops.find(task.source) if e.lineno is not None else None
+        if loop is None or e.lineno != loop.lineno:
+            raise
+        step_inputs = loops.step_inputs(model, loop, inputs, path)
+        return (trace(loops.step_model(model, loop, path), path, step_inputs), step_inputs), loop
+
+
+def _outputs_info(gm: Any, info: dict[str, Any], loop: Any) -> dict[str, Any]:
+    """The traced shapes of the step's outputs by the names the step returns them as."""
+    out = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    names = [*loop.carried, *(o for _, o in loop.appends)]
+    return {name: info.get(node.name) for name, node in zip(names, out) if hasattr(node, "name")}
 
 
 # Kernels of their own for one torch call each (flash attention, a recurrent module): `mark`
@@ -299,7 +328,8 @@ def _render(
     row_groups = 0
     init_lines, helper_classes, methods = init_source(task.source)
     init_lines = init_lines + checks
-    fwd_args = forward_args(task.source)
+    loop = next(iter(graphs.values())).loop  # the graphs are a loop's step (loops.py)
+    fwd_args = ["self", *loop.inputs] if loop is not None else forward_args(task.source)
     emitted: list[Emitted] = []
     bodies: dict[str, list[str]] = {}
     summaries: list[str] = []
@@ -339,7 +369,11 @@ def _render(
             launchers[id(g)] = (e.launcher, e.outputs)
         writer = ForwardWriter(graph, groups, launchers)
         bodies[mode] = writer.statements("        ")
-    model_new = _model_new(init_lines + methods, fwd_args, bodies)
+    if loop is None:
+        model_new = _model_new(init_lines + methods, fwd_args, bodies)
+    else:
+        forward = loops.forward_lines(loop, task.source)
+        model_new = _model_new(init_lines + methods, fwd_args, bodies, loops.STEP, forward)
     helper_classes = [*(kernel.source() for kernel in used), *helper_classes]
     tunables = []
     for e in emitted:
@@ -381,7 +415,15 @@ def _title(g: Group) -> str:
     return "_".join(labels[:4])[:48].lower() or g.kind
 
 
-def _model_new(init: list[str], args: list[str], bodies: dict[str, list[str]]) -> list[str]:
+def _model_new(
+    init: list[str],
+    args: list[str],
+    bodies: dict[str, list[str]],
+    name: str = "forward",
+    forward: list[str] | None = None,
+) -> list[str]:
+    """ModelNew: `init`, then the method `name` with the graphs' bodies (train and eval), and
+    `forward` as written when `name` is another method (a loop's step) that it calls."""
     sig = ", ".join(args)
     lines = [
         "class ModelNew(nn.Module):",
@@ -389,22 +431,25 @@ def _model_new(init: list[str], args: list[str], bodies: dict[str, list[str]]) -
         "",
     ]
     lines += init
+    if forward is not None:
+        lines += ["", *forward]
     if bodies["train"] == bodies["eval"]:
-        lines += ["", f"    def forward({sig}):"] + bodies["train"]
+        lines += ["", f"    def {name}({sig}):"] + bodies["train"]
         return lines
     call_args = ", ".join(a.partition("=")[0] for a in args[1:])
+    prefix = "_forward" if name == "forward" else name
     lines += [
         "",
-        f"    def forward({sig}):",
+        f"    def {name}({sig}):",
         "        # Train and eval mode compute differently (batch statistics vs running ones).",
         "        if self.training:",
-        f"            return self._forward_train({call_args})",
-        f"        return self._forward_eval({call_args})",
+        f"            return self.{prefix}_train({call_args})",
+        f"        return self.{prefix}_eval({call_args})",
         "",
-        f"    def _forward_train({sig}):",
+        f"    def {prefix}_train({sig}):",
         *bodies["train"],
         "",
-        f"    def _forward_eval({sig}):",
+        f"    def {prefix}_eval({sig}):",
         *bodies["eval"],
     ]
     return lines

@@ -73,6 +73,8 @@ class Graph:
     output: Any
     # Python statements with side effects the forward must keep (num_batches_tracked += 1).
     effects: list[tuple[int, str]] = field(default_factory=list)
+    # The forward's loop whose body (its step) this graph is, or None (loops.py).
+    loop: Any = None
 
     def link_users(self) -> None:
         for n in self.nodes:

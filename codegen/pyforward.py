@@ -55,7 +55,15 @@ def model_class(source: str) -> ast.ClassDef:
 
 # ModelNew's methods the codegen writes itself: a task's method of one of these names cannot be
 # copied beside them.
-WRITTEN_METHODS = ("__init__", "forward", "_forward_train", "_forward_eval")
+WRITTEN_METHODS = (
+    "__init__",
+    "forward",
+    "_forward_train",
+    "_forward_eval",
+    "_loop_step",  # loops.STEP, a loop's body, and its two modes
+    "_loop_step_train",
+    "_loop_step_eval",
+)
 
 
 def init_source(source: str) -> tuple[list[str], list[list[str]], list[str]]:

@@ -140,7 +140,9 @@ def trace(model: nn.Module, path: str, inputs: list[Any] | None = None) -> fx.Gr
             graph = tracer.trace(model, concrete_args=_defaults_past(model, inputs))
             _drop_none_asserts(graph)
     except Exception as e:  # fx raises many types (TraceError, TypeError, ...): all mean "no"
-        raise Unsupported(f"torch.fx cannot trace Model.forward ({_why(e, path)})") from e
+        err = Unsupported(f"torch.fx cannot trace Model.forward ({_why(e, path)})")
+        err.lineno = _line(e, path)  # loops.py outlines a loop that stopped the tracer
+        raise err from e
     gm = fx.GraphModule(model, graph)
     gm.meta["decisions"] = tracer.decisions  # api.py: the fp32 and fp16 traces must agree
     return gm
@@ -319,6 +321,14 @@ def summarise(value: Any) -> Any:
     if isinstance(value, torch.Size):
         return tuple(value)
     return value
+
+
+def _line(e: BaseException, path: str) -> int | None:
+    """The task file's line the exception came from (the innermost one), or None."""
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        if frame.filename == path:
+            return frame.lineno
+    return None
 
 
 def _why(e: BaseException, path: str) -> str:

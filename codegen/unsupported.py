@@ -9,3 +9,4 @@ class Unsupported(KernelwrightError):
     """The model has no offline candidate; the message says why, in one line."""
 
     fault = "task"
+    lineno: int | None = None  # the task's line that stopped the tracer (trace.py), if known
