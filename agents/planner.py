@@ -83,7 +83,7 @@ def profile_of(base: Any, ctx: RunContext) -> dict[str, Any]:
         "eager_ms": timings.eager.median_ms if timings and timings.eager else None,
         "compiled_ms": timings.compiled.median_ms if timings and timings.compiled else None,
         "compiled_error": timings.compiled_error if timings else None,
-        "roofline_ms": roof.bound_ms if roof else None,
+        "roofline_ms": (roof.policy_ms or roof.bound_ms) if roof else None,
         "limiter": roof.limiter if roof else None,
         "ops": [dataclasses.asdict(o) for o in getattr(base, "ops", ())],
         "ops_note": getattr(base, "ops_note", ""),

@@ -171,8 +171,15 @@ class Roofline(_Capped):
     peak_tflops: float
     bound_ms: float
     limiter: Literal["memory", "compute"]
-    fraction: float | None = None  # bound_ms / candidate median; 1.0 is the roofline itself
+    fraction: float | None = None  # policy_ms / candidate median; 1.0 is the roofline itself
     device: str = ""
+    # The floor at the fastest arithmetic the precision policy allows, which `fraction` is of;
+    # bound_ms (the device's fastest rate on these inputs) is the one no time may beat. They
+    # differ for fp32 strict: TF32 products are not allowed, tf32x3's three per product are.
+    # 0.0 in records written before the policy's floor was kept: bound_ms is theirs.
+    policy_ms: float = 0.0
+    policy_tflops: float = 0.0
+    policy: str = ""  # how policy_tflops follows from the ceilings, for the reader
 
 
 @dataclass(frozen=True)

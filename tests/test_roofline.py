@@ -3,6 +3,7 @@ cache."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -78,6 +79,30 @@ def test_roofline_memory_and_compute_bound():
     assert fraction(2.0, 4.0) == 0.5 and fraction(2.0, 0.0) is None
 
 
+def test_strict_fp32s_fraction_is_of_the_fastest_legal_arithmetic():
+    # TF32 products are not fp32-strict; tf32x3's three per product are: a strict kernel is
+    # judged against TF32's rate / 3, and only the device's fastest rate bounds what is possible.
+    gemm = 2 * 8192**3
+    strict = roofline(10**8, gemm, "fp32", H200_LIKE)
+    assert strict.bound_ms == pytest.approx(gemm / 400e12 * 1e3)  # no time may beat TF32's
+    assert strict.policy_tflops == pytest.approx(400.0 / 3)
+    assert strict.policy_ms == pytest.approx(3 * strict.bound_ms)
+    assert "tf32x3" in strict.policy and strict.limiter == "compute"
+    loose = roofline(10**8, gemm, "fp32", H200_LIKE, precision="tf32-ok")
+    assert loose.policy_ms == pytest.approx(loose.bound_ms) and loose.policy_tflops == 400.0
+    # cuBLAS's exact SGEMM, where it is faster than tf32x3 can be, is the strict ceiling.
+    simt = Ceilings(
+        device="cuda:0", bandwidth_gbps=4000.0, peak_tflops={"fp32": 120.0, "fp32-ieee": 60.0}
+    )
+    assert roofline(0, gemm, "fp32", simt).policy_tflops == 60.0
+    assert "exact fp32" in roofline(0, gemm, "fp32", simt).policy
+    # 16-bit inputs and memory-bound work: one floor.
+    half = roofline(10**8, gemm, "bf16", H200_LIKE)
+    assert half.policy_ms == half.bound_ms
+    mem = roofline(8 * 10**9, 10**9, "fp32", H200_LIKE)
+    assert mem.policy_ms == pytest.approx(mem.bound_ms) and mem.limiter == "memory"
+
+
 def test_impossible_only_beyond_the_factor():
     bound = 2.0
     assert not is_impossible(bound, bound)
@@ -126,6 +151,7 @@ def test_measured_ceilings_are_plausible_and_cached(tmp_path, monkeypatch):
     assert 500 < ceilings.bandwidth_gbps < 20_000
     peaks = ceilings.peak_tflops
     assert peaks["bf16"] > peaks["fp32"] > 0 and peaks["fp16"] > peaks["fp32"]
+    assert peaks["fp32"] > peaks["fp32-ieee"] > 0  # TF32 tensor cores past exact SGEMM
     assert torch.cuda.get_device_name() in ceilings.key
     started = time.perf_counter()
     assert measure_ceilings("cuda") == ceilings
@@ -207,3 +233,15 @@ def test_a_table_read_only_through_gathers_counts_the_rows_touched():
     sel = Select()
     nbytes, _ = count_work(sel, [x, idx], sel(x, idx))
     assert nbytes == 64 * 5 * 4 + 5 * 8 + 64 * 5 * 4
+
+
+def test_the_report_says_which_ceiling_the_fraction_is_of():
+    from kernelwright.sandbox.judge.summary import _roofline_line
+
+    strict = dataclasses.replace(roofline(10**8, 2 * 8192**3, "fp32", H200_LIKE), fraction=0.5)
+    line = _roofline_line(strict)
+    assert line.startswith("50% of roofline (candidate): bound 8.2463 ms, compute-bound")
+    assert "at 133 TFLOP/s, fp32 strict: TF32's rate / 3 (tf32x3)" in line
+    assert line.endswith("no time may beat 2.7488 ms (at 400 TFLOP/s)")
+    half = _roofline_line(roofline(10**8, 2 * 8192**3, "bf16", H200_LIKE))
+    assert "no time may beat" not in half and "at 800 TFLOP/s)" in half

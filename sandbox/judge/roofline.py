@@ -217,23 +217,51 @@ def _forward_counts(model: torch.nn.Module, inputs: list[Any]) -> tuple[int, dic
                 b.copy_(saved[n])
 
 
-def roofline(bytes_: int, flops: int, dtype, ceilings: Ceilings) -> Roofline:
-    """The lower-bound time: max(bytes / bandwidth, FLOPs / peak for `dtype`), and its limiter."""
+def roofline(
+    bytes_: int, flops: int, dtype, ceilings: Ceilings, precision: str = "strict"
+) -> Roofline:
+    """The lower-bound time: max(bytes / bandwidth, FLOPs / peak for `dtype`), and its limiter;
+    with the floor at the precision policy's fastest legal arithmetic beside it (policy_peak)."""
     if not ceilings.meaningful or ceilings.bandwidth_gbps <= 0:
         raise ValueError(f"no roofline on {ceilings.device}: its ceilings are not measured")
     key = dtype_key(dtype)
     peak = ceilings.peak_tflops[key]
     memory_ms = bytes_ / (ceilings.bandwidth_gbps * 1e9) * 1e3
     compute_ms = flops / (peak * 1e12) * 1e3 if peak > 0 else 0.0
+    legal, how = policy_peak(ceilings, key, precision)
+    legal_ms = flops / (legal * 1e12) * 1e3 if legal > 0 else 0.0
     return Roofline(
         bytes=int(bytes_),
         flops=int(flops),
         bandwidth_gbps=ceilings.bandwidth_gbps,
         peak_tflops=peak,
         bound_ms=max(memory_ms, compute_ms),
-        limiter="compute" if compute_ms > memory_ms else "memory",
+        limiter="compute" if legal_ms > memory_ms else "memory",
         device=ceilings.key or ceilings.device,
+        policy_ms=max(memory_ms, legal_ms),
+        policy_tflops=legal,
+        policy=how,
     )
+
+
+# tf32x3 (the fp32-strict policy's fast path) issues three TF32 products per product.
+TF32X3_PRODUCTS = 3
+
+
+def policy_peak(ceilings: Ceilings, key: str, precision: str = "strict") -> tuple[float, str]:
+    """(TFLOP/s, how it was chosen): the fastest matmul rate the precision policy allows on
+    `key` inputs. peak_tflops["fp32"] is the TF32 rate, which only tf32-ok allows; strict fp32
+    gets the faster of cuBLAS's exact fp32 rate ("fp32-ieee"; a cache written without it has
+    none) and TF32's rate over tf32x3's three products. A roofline fraction of this is one a
+    strict kernel can reach: of the TF32 rate it could never pass a third."""
+    peak = ceilings.peak_tflops[key]
+    if key != "fp32" or precision == "tf32-ok":
+        return peak, f"{key} matmul rate"
+    split = peak / TF32X3_PRODUCTS
+    ieee = ceilings.peak_tflops.get("fp32-ieee", 0.0)
+    if ieee > split:
+        return ieee, "fp32 strict: cuBLAS's exact fp32 rate"
+    return split, "fp32 strict: TF32's rate / 3 (tf32x3)"
 
 
 def fraction(bound_ms: float, time_ms: float) -> float | None:
@@ -273,6 +301,7 @@ def _measure(index: int, key: str) -> Ceilings:
             "fp32": _matmul_tflops(torch.float32, index),
             "fp16": _matmul_tflops(torch.float16, index),
             "bf16": _matmul_tflops(torch.bfloat16, index),
+            "fp32-ieee": _matmul_tflops(torch.float32, index, tf32=False),
         }
     torch.cuda.empty_cache()
     return Ceilings(
@@ -295,10 +324,11 @@ def _copy_bandwidth_gbps(index: int) -> float:
     return moved / (ms * 1e-3) / 1e9
 
 
-def _matmul_tflops(dtype: torch.dtype, index: int) -> float:
-    """Best matmul rate on random data over MATMUL_SIZES; fp32 with TF32 allowed."""
+def _matmul_tflops(dtype: torch.dtype, index: int, tf32: bool = True) -> float:
+    """Best matmul rate on random data over MATMUL_SIZES; fp32 with TF32 allowed unless `tf32`
+    is False (cuBLAS's exact SGEMM, the strict policy's other legal path)."""
     best = 0.0
-    with _tf32_allowed():
+    with _tf32_allowed(tf32):
         for n in MATMUL_SIZES:
             free, _ = torch.cuda.mem_get_info(index)
             if 3 * n * n * torch.finfo(dtype).bits // 8 > free // 2:
@@ -328,12 +358,13 @@ def _median_ms(fn) -> float:
 
 
 @contextlib.contextmanager
-def _tf32_allowed() -> Iterator[None]:
-    """TF32 matmuls on inside; the caller's setting restored after (the worker watches it)."""
+def _tf32_allowed(allowed: bool = True) -> Iterator[None]:
+    """TF32 matmuls on inside (off with `allowed` False); the caller's setting restored after
+    (the worker watches it)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         before = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("high")
+        torch.set_float32_matmul_precision("high" if allowed else "highest")
         try:
             yield
         finally:

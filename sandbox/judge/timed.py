@@ -118,7 +118,7 @@ class TimedChecks(RoundChecks):
                 **base,
             )
         bytes_, flops = self.ctx.work
-        rf = roofline(bytes_, flops, self.config.dtype, self.ctx.ceilings)
+        rf = roofline(bytes_, flops, self.config.dtype, self.ctx.ceilings, self.config.precision)
         raw = self.raw_candidate
         if (
             is_impossible(cand, rf.bound_ms)
@@ -146,7 +146,7 @@ class TimedChecks(RoundChecks):
                 note=self.timing_note(self.calls),
             )
             cand = raw.median_ms
-        rf = dataclasses.replace(rf, fraction=rf.bound_ms / cand if cand > 0 else None)
+        rf = dataclasses.replace(rf, fraction=rf.policy_ms / cand if cand > 0 else None)
         if is_impossible(cand, rf.bound_ms):
             raise Verdict(
                 "rejected",

@@ -576,8 +576,8 @@ class Worker:
                 setup_s=_rounded(setup),
             )
         bytes_, flops = ctx.work  # type: ignore[misc]  # context() counted it
-        rf = roofline(bytes_, flops, config.dtype, ctx.ceilings)
-        rf = dataclasses.replace(rf, fraction=rf.bound_ms / timings.eager.median_ms)  # type: ignore[union-attr]
+        rf = roofline(bytes_, flops, config.dtype, ctx.ceilings, config.precision)
+        rf = dataclasses.replace(rf, fraction=rf.policy_ms / timings.eager.median_ms)  # type: ignore[union-attr]
         return Baseline(
             status="ok",
             timings=timings,

@@ -14,7 +14,7 @@ class Model(nn.Module):
         self.scale = 0.5
 
     def forward(self, x: torch.Tensor, h0: torch.Tensor) -> torch.Tensor:
-        batch, steps, _ = x.shape
+        batch, steps, _ = x.shape  # noqa: RUF059 (unused, as tasks write it: the candidate writes _)
         h = h0
         total = torch.zeros_like(h0)
         outs = []
