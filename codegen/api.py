@@ -285,8 +285,8 @@ def _trace(task: Task, model: Any, inputs: list[Any]) -> tuple[tuple[Any, list[A
     try:
         return (trace(model, path, inputs), inputs), None
     except Unsupported as e:
-        loop = loops.find(task.source) if e.lineno is not None else None
-        if loop is None or e.lineno != loop.lineno:
+        loop = loops.find(task.source, e.lineno) if e.lineno is not None else None
+        if loop is None:
             raise
         step_inputs = loops.step_inputs(model, loop, inputs, path)
         return (trace(loops.step_model(model, loop, path), path, step_inputs), step_inputs), loop

@@ -51,9 +51,10 @@ class Loop:
     step: ast.FunctionDef  # def forward(self, *inputs): the body; return (*carried, *appended)
 
 
-def find(source: str) -> Loop | None:
-    """The loop of Model.forward that torch.fx cannot trace, outlined; None when forward has
-    no top-level `for ... in range(...)`. Unsupported when it has one the outliner refuses."""
+def find(source: str, lineno: int | None = None) -> Loop | None:
+    """The top-level `for ... in range(...)` of Model.forward at `lineno` (the line that
+    stopped the tracer; None: the first such loop), outlined; None when there is no such loop.
+    Unsupported when the outliner refuses it. Other loops stay in the code around it."""
     cls = model_class(source)
     fwd = next(
         (s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "forward"), None
@@ -67,14 +68,13 @@ def find(source: str) -> Loop | None:
         and isinstance(s.iter, ast.Call)
         and isinstance(s.iter.func, ast.Name)
         and s.iter.func.id == "range"
+        and (lineno is None or s.lineno == lineno)
     ]
     if not loops:
         return None
     at = loops[0]
     loop = fwd.body[at]
     assert isinstance(loop, ast.For)
-    if len(loops) > 1:
-        raise Unsupported(f"forward has {len(loops)} loops over range() (line {loop.lineno})")
     if not isinstance(loop.target, ast.Name) or loop.orelse:
         raise Unsupported(f"the loop at line {loop.lineno} is not `for NAME in range(...)`")
     var = loop.target.id

@@ -10,7 +10,6 @@ from test_codegen_harness import check_equal, task_path
 
 from kernelwright.codegen import generate
 from kernelwright.codegen.loops import find
-from kernelwright.codegen.unsupported import Unsupported
 
 
 def test_the_outlined_loop_matches_model_at_every_size(tmp_path: Path):
@@ -127,8 +126,11 @@ def test_find_names_the_steps_inputs_and_outputs():
         )
         is None
     )
-    with pytest.raises(Unsupported, match="2 loops over range"):
-        find(
-            "class Model:\n    def forward(self, x):\n        for i in range(3):\n"
-            "            pass\n        for j in range(4):\n            pass\n"
-        )
+    # The loop at the line that stopped the tracer; another loop stays in the code around it.
+    two = (
+        "class Model:\n    def forward(self, x):\n        for i in range(3):\n"
+        "            pass\n        for j in range(x.size(0)):\n            x = x + 1\n"
+        "        return x\n"
+    )
+    assert find(two, lineno=5).var == "j" and find(two).var == "i"
+    assert find(two, lineno=4) is None
