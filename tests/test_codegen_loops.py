@@ -129,7 +129,7 @@ def test_find_names_the_steps_inputs_and_outputs():
     # The loop at the line that stopped the tracer; another loop stays in the code around it.
     two = (
         "class Model:\n    def forward(self, x):\n        for i in range(3):\n"
-        "            pass\n        for j in range(x.size(0)):\n            x = x + 1\n"
+        "            x = x * 2\n        for j in range(x.size(0)):\n            x = x + 1\n"
         "        return x\n"
     )
     assert find(two, lineno=5).var == "j" and find(two).var == "i"
