@@ -25,6 +25,14 @@ def test_the_outlined_loop_matches_model_at_every_size(tmp_path: Path):
     assert "return torch.stack(outs, dim=1) + total.sum(dim=1)[:, None, None]" in source
 
 
+def test_a_hand_written_lstm_carries_two_states_backwards(tmp_path: Path):
+    source = check_equal(
+        "lstm_loop", tmp_path, [{}, {"seq_len": 1, "batch": 3}, {"hidden_size": 9}], calls=2
+    )
+    assert "for t in range(seq_len - 1, -1, -1):" in source
+    assert "c, h = self._loop_step(x_t, h, c)" in source
+
+
 def test_the_step_is_two_fused_matmuls():
     result = generate(task_path("time_loop"))
     assert result.groups == (
