@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..sandbox.static.pyparse import parse
+from ..sandbox.static.pyparse import compile_tree, parse
 from .pyforward import ALLOWED_FREE, _fix_super, _module_aliases, model_class
 from .unsupported import Unsupported
 
@@ -159,7 +159,7 @@ def step_model(model: nn.Module, loop: Loop, path: str) -> nn.Module:
     """The model with its forward replaced by the loop's step: the same object's attributes
     (parameters, submodules, their names), so that the step's graph names them as Model does."""
     scope = type(model).forward.__globals__
-    code = compile(ast.Module(body=[loop.step], type_ignores=[]), path, "exec", dont_inherit=True)
+    code = compile_tree(ast.Module(body=[loop.step], type_ignores=[]), path, dont_inherit=True)
     local: dict[str, Any] = {}
     exec(code, scope, local)
     cls = type(type(model).__name__, (type(model),), {"forward": local["forward"]})
@@ -191,7 +191,7 @@ def step_inputs(model: nn.Module, loop: Loop, inputs: list[Any], path: str) -> l
     entry.body = [*entry.body[: loop.at], first, ret]
     tree = ast.fix_missing_locations(ast.Module(body=[entry], type_ignores=[]))
     local: dict[str, Any] = {}
-    exec(compile(tree, path, "exec", dont_inherit=True), type(model).forward.__globals__, local)
+    exec(compile_tree(tree, path, dont_inherit=True), type(model).forward.__globals__, local)
     try:
         with torch.device("meta"):
             got = local["_loop_entry"](model, *inputs)
