@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ..sandbox.static.pyparse import compile_tree, parse
-from .pyforward import ALLOWED_FREE, _fix_super, _module_aliases, model_class
+from .pyforward import ALLOWED_FREE, _fix_super, _loaded_names, _module_aliases, model_class
 from .unsupported import Unsupported
 
 STEP = "_loop_step"  # ModelNew's method for the body (pyforward.WRITTEN_METHODS)
@@ -105,7 +105,8 @@ def find(source: str, lineno: int | None = None) -> Loop | None:
     for name in lists:
         if name in free:
             raise Unsupported(f"the loop's body reads the list {name!r} it appends to")
-    known = ALLOWED_FREE | set(dir(builtins)) | _module_level(source)
+    tree = parse(source)
+    known = ALLOWED_FREE | set(dir(builtins)) | _module_level(tree)
     reads = [n for n in free if n not in known or n in bound_before]
     hoisted_names = [h for h, _ in hoisted]
     missing = [n for n in reads if n not in bound_before and n not in hoisted_names]
@@ -119,7 +120,7 @@ def find(source: str, lineno: int | None = None) -> Loop | None:
         raise Unsupported(f"the loop at line {loop.lineno} computes nothing its forward reads")
     inputs = hoisted_names + [n for n in reads if n not in hoisted_names]
     around = [*before, ast.Expr(value=loop.iter), *after]  # range()'s arguments are copied too
-    _check_around(around, set(params) | _stored(before) | _stored(after), source, loop.lineno)
+    _check_around(around, set(params) | _stored(before) | _stored(after), tree, loop.lineno)
     ret = ast.Return(
         value=ast.Tuple(elts=[ast.Name(id=o, ctx=ast.Load()) for o in outputs], ctx=ast.Load())
     )
@@ -295,12 +296,7 @@ def _stored_in_order(stmts: list[ast.stmt]) -> list[str]:
 
 
 def _loads(stmts: list[ast.stmt]) -> set[str]:
-    return {
-        n.id
-        for s in stmts
-        for n in ast.walk(s)
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    }
+    return {name for s in stmts for name in _loaded_names(s)}
 
 
 def _all_names(node: ast.AST) -> set[str]:
@@ -402,9 +398,11 @@ def _fresh(base: str, taken: set[str]) -> str:
     return name
 
 
-def _module_level(source: str) -> set[str]:
+def _module_level(tree: ast.Module) -> set[str]:
+    """The names the task's file binds at its top level (pyforward._module_names also takes
+    those inside functions and branches)."""
     names: set[str] = set()
-    for s in parse(source).body:
+    for s in tree.body:
         if isinstance(s, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
             names.add(s.name)
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
@@ -414,10 +412,10 @@ def _module_level(source: str) -> set[str]:
     return names
 
 
-def _check_around(stmts: list[ast.stmt], local: set[str], source: str, lineno: int) -> None:
+def _check_around(stmts: list[ast.stmt], local: set[str], tree: ast.Module, lineno: int) -> None:
     """The code before and after the loop, copied into the candidate, reads only forward's own
     names, torch's modules and the builtins."""
-    aliases = set(_module_aliases(parse(source)))
+    aliases = set(_module_aliases(tree))
     allowed = local | ALLOWED_FREE | set(dir(builtins)) | aliases
     for name in sorted(_loads(stmts) - allowed):
         raise Unsupported(

@@ -323,20 +323,26 @@ def summarise(value: Any) -> Any:
     return value
 
 
-def _line(e: BaseException, path: str) -> int | None:
-    """The task file's line the exception came from (the innermost one), or None."""
+def _frame(e: BaseException, path: str) -> traceback.FrameSummary | None:
+    """The innermost frame of the exception in the task file, or None."""
     for frame in reversed(traceback.extract_tb(e.__traceback__)):
         if frame.filename == path:
-            return frame.lineno
+            return frame
     return None
+
+
+def _line(e: BaseException, path: str) -> int | None:
+    """The task file's line the exception came from (the innermost one), or None."""
+    frame = _frame(e, path)
+    return frame.lineno if frame is not None else None
 
 
 def _why(e: BaseException, path: str) -> str:
     """The first line of an exception, with the task line it came from when there is one."""
     first = (str(e).strip().splitlines() or [type(e).__name__])[0]
     first = first[:160]
-    for frame in reversed(traceback.extract_tb(e.__traceback__)):
-        if frame.filename == path:
-            code = (frame.line or linecache.getline(path, frame.lineno)).strip()
-            return f"{first}; at line {frame.lineno}: {code}"
-    return first
+    frame = _frame(e, path)
+    if frame is None or frame.lineno is None:
+        return first
+    code = (frame.line or linecache.getline(path, frame.lineno)).strip()
+    return f"{first}; at line {frame.lineno}: {code}"

@@ -131,19 +131,18 @@ def _timing(t: Timing) -> str:
 
 def _roofline_line(r: Roofline, of: str = "candidate") -> str:
     frac = f"{r.fraction:.0%} of roofline ({of})" if r.fraction is not None else "roofline"
-    if not r.policy_ms or r.policy_tflops == r.peak_tflops:
-        return (
-            f"{frac}: bound {r.bound_ms:.4f} ms, {r.limiter}-bound "
-            f"({r.bytes / 1e9:.3f} GB at {r.bandwidth_gbps:.0f} GB/s, {r.flops / 1e9:.2f} GFLOP "
-            f"at {r.peak_tflops:.0f} TFLOP/s)"
-        )
     # fp32 strict: the fraction is of the fastest legal arithmetic, the bound of the fastest.
-    return (
-        f"{frac}: bound {r.policy_ms:.4f} ms, {r.limiter}-bound "
+    apart = bool(r.policy_ms) and r.policy_tflops != r.peak_tflops
+    bound, tflops = (r.policy_ms, r.policy_tflops) if apart else (r.bound_ms, r.peak_tflops)
+    line = (
+        f"{frac}: bound {bound:.4f} ms, {r.limiter}-bound "
         f"({r.bytes / 1e9:.3f} GB at {r.bandwidth_gbps:.0f} GB/s, {r.flops / 1e9:.2f} GFLOP "
-        f"at {r.policy_tflops:.0f} TFLOP/s, {r.policy}); no time may beat "
-        f"{r.bound_ms:.4f} ms (at {r.peak_tflops:.0f} TFLOP/s)"
+        f"at {tflops:.0f} TFLOP/s"
     )
+    if not apart:
+        return line + ")"
+    beat = f"no time may beat {r.bound_ms:.4f} ms (at {r.peak_tflops:.0f} TFLOP/s)"
+    return f"{line}, {r.policy}); {beat}"
 
 
 def _sizes(sizes: dict[str, int | tuple[int, ...]]) -> str:
