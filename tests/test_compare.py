@@ -324,33 +324,6 @@ def test_float64_widening_needs_a_float64_reference_of_the_same_shape():
     assert compare(out, eager, torch.float32, ref64=exact).count == 1  # eager is exact here
 
 
-def test_bf16_slack_only_under_the_interpreter():
-    strict = precision_limit(1e-3, torch.bfloat16)
-    assert strict == cmp.PRECISION_FLOOR[torch.bfloat16]
-    assert precision_limit(1e-3, torch.bfloat16, interpreter=True) == strict + 2.0**-7
-    # fp16 and fp32 conversions round to nearest under the interpreter: no slack for them.
-    for dtype in (torch.float16, torch.float32):
-        assert precision_limit(1e-3, dtype, interpreter=True) == precision_limit(1e-3, dtype)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the Triton interpreter's conversions")
-def test_the_interpreter_truncates_fp32_to_bf16():
-    """Why INTERPRETER_BF16_SLACK exists: should a Triton release round to nearest here, this
-    fails and the slack can go."""
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def store(x_ptr, y_ptr):
-        tl.store(y_ptr, tl.load(x_ptr))
-
-    x = torch.tensor([2.0409])
-    y = torch.empty(1, dtype=torch.bfloat16)
-    store[(1,)](x, y)
-    assert x.to(torch.bfloat16).item() == 2.046875  # torch: to nearest
-    assert y.item() == 2.03125  # interpreter: truncated
-
-
 # -- chunks: bounded temporaries, the same answers -------------------------------------------------
 
 WHOLE = 1 << 40  # a chunk larger than any tensor here: the unchunked computation

@@ -133,6 +133,7 @@ def test_and_or_are_element_wise_on_blocks_only(tmp_path):
         "bool_ops",
         "bounds",
         "warmup",
+        "bf16",
     }
     # 1 (a in 0..10) + 2 (a > 1) + 4 (True and 4) + 0 (False or 0)
     assert report["bools"] == [7, 7, 7, 7]

@@ -354,11 +354,6 @@ class Evaluation(OutputReading, MemoryChecks, TimedChecks):
 
     def notes(self) -> list[str]:
         notes = list(self.ctx.notes)
-        if not self.w.cuda and self.ctx.dtype == self.torch.bfloat16:
-            notes.append(
-                "bf16 under the Triton interpreter, whose fp32 -> bf16 conversions truncate: the "
-                "precision limit allows one more bf16 ulp than on a GPU"
-            )
         if self.deterministic is False:
             notes.append(
                 "not bitwise deterministic: two calls on the same inputs differed "
@@ -851,10 +846,7 @@ class Evaluation(OutputReading, MemoryChecks, TimedChecks):
         nearby = None
 
         def limit_of(eager_err: float) -> float:
-            interpreter = not self.w.cuda
-            return precision_limit(
-                eager_err, self.ctx.dtype, self.config.precision, interpreter=interpreter
-            )
+            return precision_limit(eager_err, self.ctx.dtype, self.config.precision)
 
         for (name, o), (_, r), (_, r64) in zip(
             flatten_outputs(out), flatten_outputs(ref), flatten_outputs(ref64)
