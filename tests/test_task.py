@@ -20,6 +20,7 @@ from kernelwright.sandbox.task import (
     load_parameters,
     load_task,
     parse_size,
+    shrink,
     shrink_overrides,
     structural_constants,
     task_namespace,
@@ -346,6 +347,31 @@ def test_shrink_works_for_a_model_that_cannot_be_built_on_meta(tmp_path):
     task = load_task(write(tmp_path, text))
     sizes = shrink_overrides(task, 2**14)
     assert input_bytes(task, sizes) <= 2**14 and sizes["batch_size"] < 512
+
+
+def test_shrink_keeps_a_size_the_model_fixes_where_meta_cannot_tell(tmp_path):
+    """Swin's shape: `.item()` in __init__ (no meta build) and a forward that accepts one input
+    size only (its img_size default). Shrinking that size would break the task's own reference;
+    the shrink runs each step on the CPU instead and shrinks the other size."""
+    text = (
+        ELEMENTWISE.format(batch_size=512, dim=4096)
+        .replace(
+            "super().__init__()",
+            "super().__init__()\n        self.scale = torch.ones(1).sum().item()\n"
+            "        self.dim = 4096",
+        )
+        .replace(
+            "return torch.relu(x) * 2",
+            'assert x.shape[1] == self.dim, "input size does not match the model"\n'
+            "        return torch.relu(x) * self.scale",
+        )
+    )
+    task = load_task(write(tmp_path, text))
+    sizes = shrink_overrides(task, 2**16)
+    assert sizes["dim"] == 4096 and sizes["batch_size"] < 512
+    assert input_bytes(task, sizes) <= 2**16
+    assert shrink.runs_on_cpu(task, sizes)
+    assert not shrink.runs_on_cpu(task, {**sizes, "dim": 2048})
 
 
 def test_shrink_leaves_a_task_already_under_budget_alone(tmp_path):

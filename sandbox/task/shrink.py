@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
-from .parse import MIN_SIZE, Size, Slot, Task, TaskError, _sizes_text, _slot_values, _with_slots
+import json
+from collections.abc import Mapping
+
+import torch
+
+from ..static.pyparse import serialised
+from .parse import (
+    MIN_SIZE,
+    Size,
+    Slot,
+    Task,
+    TaskError,
+    _sizes_text,
+    _slot_values,
+    _with_slots,
+    task_namespace,
+)
 from .probe import _Probe, _Prober
 
 # -- shrinking for the CPU interpreter -------------------------------------------------------------
@@ -21,15 +37,25 @@ def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, Size
     parameters and buffers of Model(*get_init_inputs()), floating tensors counted at fp32. A step
     is kept only if the task still builds (and, where its forward runs on meta at the default
     sizes, still runs forward) at the new sizes. Each size of a tuple constant shrinks on its own.
+    Where meta cannot build or run the task (an `.item()` in `__init__`) and the task does not
+    run at the sizes so found, it is shrunk again with each step run on the CPU (`_CpuProber`):
+    a step that breaks it (a Swin fixed at img_size=224 fed 28x28 images) is not taken.
     """
-    sizes = dict(task.sizes)
     prober = _Prober(task)
-    base = prober.probe(sizes)
+    base = prober.probe(task.sizes)
     if base is None:
         raise TaskError(
-            f"{task.path}: get_inputs() fails on the meta device at {_sizes_text(sizes)}, "
+            f"{task.path}: get_inputs() fails on the meta device at {_sizes_text(task.sizes)}, "
             "so its inputs cannot be measured for shrinking"
         )
+    sizes = _shrink(prober, base, max_input_bytes)
+    if (base.built and base.ran) or sizes == task.sizes or runs_on_cpu(task, sizes):
+        return sizes
+    return _shrink(_CpuProber(prober, max_input_bytes), base, max_input_bytes)
+
+
+def _shrink(prober, base: _Probe, max_input_bytes: int) -> dict[str, Size]:
+    sizes = dict(prober.task.sizes)
     footprint = base.bytes
     for floor in (KEEP_SMALL, MIN_SIZE):
         frozen: set[Slot] = set()
@@ -43,7 +69,44 @@ def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, Size
     return sizes
 
 
-def _shrink_step(prober: _Prober, sizes, base: _Probe, floor: int, frozen: set[Slot]):
+# A step is run on the CPU only where its inputs (measured on meta) stay under this many times the
+# budget; a larger one is taken on meta's word, and the smaller steps after it are run.
+CPU_CHECK_FACTOR = 64
+
+
+def runs_on_cpu(task: Task, sizes: Mapping[str, Size]) -> bool:
+    """Model(*get_init_inputs()) builds on the CPU at `sizes` and its forward runs there."""
+    ns = task_namespace(task, sizes)
+    try:
+        with serialised(), torch.no_grad():
+            torch.manual_seed(0)
+            model = ns["Model"](*ns["get_init_inputs"]())
+            model(*ns["get_inputs"]())
+    except Exception:
+        return False
+    return True
+
+
+class _CpuProber:
+    """A _Prober whose sizes count as valid only where the task also runs on the CPU there."""
+
+    def __init__(self, meta: _Prober, max_input_bytes: int):
+        self.task = meta.task
+        self.meta = meta
+        self.cap = CPU_CHECK_FACTOR * max_input_bytes
+        self.ran: dict[str, bool] = {}
+
+    def probe(self, sizes: Mapping[str, Size]) -> _Probe | None:
+        found = self.meta.probe(sizes)
+        if found is None or found.bytes > self.cap:
+            return found
+        key = json.dumps(dict(sizes), sort_keys=True)
+        if key not in self.ran:
+            self.ran[key] = runs_on_cpu(self.task, sizes)
+        return found if self.ran[key] else None
+
+
+def _shrink_step(prober, sizes, base: _Probe, floor: int, frozen: set[Slot]):
     """The next valid halving (new sizes, footprint) of the least-shrunk size, or None."""
     original = _slot_values(prober.task, prober.task.sizes)
     current = _slot_values(prober.task, sizes)
