@@ -54,6 +54,36 @@ class Refusal(KernelwrightError):
         self.status, self.message, self.rule = status, message, rule
 
 
+def _globals_read(fn: Any) -> set[str]:
+    """The global names a function of the task reads itself (its comprehensions included)."""
+    import dis
+
+    code = getattr(fn, "__code__", None)
+    names: set[str] = set()
+    todo = [code] if code is not None else []
+    while todo:
+        c = todo.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(ins.argval, str):
+                names.add(ins.argval)
+        todo.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    return names
+
+
+def _same_size(value: Any, size: Any) -> bool:
+    """`value` is the size `size` (an int, or a tuple or list of them), compared by type and
+    value: no method of the candidate's objects runs."""
+    if type(size) is int:
+        return type(value) is int and value == size
+    if type(size) in (tuple, list):
+        return (
+            type(value) in (tuple, list)
+            and len(value) == len(size)
+            and all(_same_size(a, b) for a, b in zip(value, size))
+        )
+    return False
+
+
 class CandidateServer:
     """Answers the judge's requests for one candidate until the judge says bye or kills it."""
 
@@ -75,6 +105,7 @@ class CandidateServer:
         self.module_name = "kw_candidate"
         self.path = home / "candidate.py"
         self.task: Task | None = None
+        self.size_names: list[str] | None = None  # the candidate's copies of the task's sizes
         self.shapes: dict[str, dict[str, Any]] = {}  # "main"/"variant" -> model, ns, out_meta
         # On a GPU every device tensor of this process lies in the judge's arena (arena.py).
         self.arena = arena
@@ -138,9 +169,36 @@ class CandidateServer:
                 "rejected", "the candidate defines no `class ModelNew(nn.Module)`", "model-new"
             )
         check_signature(cls, ns["Model"])
-        model = self.construct(cls, ns, m, fds, "constructing ModelNew")
+        own = self.bind_sizes(ns)
+        try:
+            model = self.construct(cls, ns, m, fds, "constructing ModelNew")
+        finally:
+            self.module.__dict__.update(own)
         self.shapes[m["shape"]] = {"model": model, "ns": ns, "out_meta": m["out_meta"]}
         return {"ok": True, "state": self.state()}
+
+    def bind_sizes(self, ns: dict[str, Any]) -> dict[str, Any]:
+        """While ModelNew is built at a shape, the candidate module's copies of the size
+        constants that the task's Model.__init__ reads hold that shape's values, as the task's
+        namespace does for Model: a constructor that sizes state by a module-level constant
+        (KernelBench's VanillaRNN, `torch.randn((batch_size, hidden_size))`) builds what Model
+        builds there. A copy is a module-level name of that constant bound at import to the
+        task's own value. Forward calls see the file's values again, and a constant Model's
+        constructor does not read is never bound: a kernel that takes its sizes from a constant
+        instead of its inputs is still caught by the other shape. Returns what to restore."""
+        assert self.module is not None and self.task is not None
+        if self.size_names is None:  # once, right after the import
+            found = self.module.__dict__
+            read = _globals_read(ns["Model"].__init__)
+            self.size_names = [
+                n
+                for n, v in self.task.constants.items()
+                if n in read and n in found and _same_size(found[n], v)
+            ]
+        names = self.size_names
+        own = {n: self.module.__dict__[n] for n in names}
+        self.module.__dict__.update({n: ns[n] for n in names})
+        return own
 
     def construct(self, cls: type, ns: dict[str, Any], m: dict[str, Any], fds, what: str):
         """cls(*get_init_inputs()) on the device in the task's dtype, holding the judge's
