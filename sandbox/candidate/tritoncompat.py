@@ -739,7 +739,7 @@ def _fix_bf16_reductions(interp, is_bf16) -> None:
             return back(original(self, arg, *args, **kwargs))
 
         setattr(call, _MARK, True)
-        call.__wrapped__ = original  # type: ignore[attr-defined]
+        call.__wrapped__ = original
         setattr(cls, name, call)
 
     for name in ("sum", "min_max"):
