@@ -7,15 +7,12 @@ bf16. Every offline bf16 kernel with a `tl.dot` was refused on CPU for it (52 of
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
+from test_interpreter_kernels import interpreted_report
 
 from kernelwright.sandbox.candidate.tritoncompat import bf16_to_f32, f32_to_bf16
 
@@ -107,14 +104,7 @@ print(json.dumps({"applied": applied, "errors": errors, "stored": y.item()}))
 
 
 def test_bf16_operations_in_a_kernel_are_the_gpus(tmp_path):
-    script = tmp_path / "bf16_ops.py"  # a file: the interpreter reads a kernel's source
-    script.write_text(SCRIPT)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = interpreted_report(tmp_path, "bf16_ops.py", SCRIPT)
     assert "bf16" in report["applied"]
     assert report["stored"] == 2.046875  # rounded to nearest, as torch and the GPU do
     # 0-5: one bf16 rounding of the exact result, as torch's; 6-10: an fp32 sum rounded once.

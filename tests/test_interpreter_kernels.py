@@ -112,16 +112,22 @@ print(json.dumps(report))
 """
 
 
-def test_and_or_are_element_wise_on_blocks_only(tmp_path):
-    # A file, not `-c`: the interpreter rewrites a kernel only when it can read its source.
-    script = tmp_path / "bool_ops.py"
-    script.write_text(SCRIPT)
+def interpreted_report(tmp_path, name: str, script: str) -> dict:
+    """Run `script` as a file under the interpreter in a fresh process; its last line of output,
+    as JSON. A file, not `-c`: the interpreter rewrites a kernel only when it can read its
+    source."""
+    path = tmp_path / name
+    path.write_text(script)
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_and_or_are_element_wise_on_blocks_only(tmp_path):
+    report = interpreted_report(tmp_path, "bool_ops.py", SCRIPT)
     assert report["applied"] == report["again"]
     assert set(report["applied"]) == {
         "index",
@@ -184,14 +190,7 @@ print(json.dumps(report))
 
 
 def test_warmup_returns_a_launchable_kernel_that_asks_what_the_compiled_one_does(tmp_path):
-    script = tmp_path / "warmup.py"
-    script.write_text(WARMUP_SCRIPT)
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TRITON_INTERPRET="1")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = interpreted_report(tmp_path, "warmup.py", WARMUP_SCRIPT)
     assert report["warmup_launches"] == {}  # compiling is not launching
     assert report["right"] and report["launches"] == {"double": 1}
     assert report["num_warps"] == 2
