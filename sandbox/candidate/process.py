@@ -189,7 +189,9 @@ class CandidateServer:
         assert self.module is not None and self.task is not None
         if self.size_names is None:  # once, right after the import
             found = self.module.__dict__
-            read = _globals_read(ns["Model"].__init__)
+            init = ns["Model"].__init__
+            # Only a constructor the task file defines reads its constants (not nn.Module's).
+            read = _globals_read(init) if getattr(init, "__globals__", None) is ns else set()
             self.size_names = [
                 n
                 for n, v in self.task.constants.items()

@@ -76,9 +76,9 @@ CPU_CHECK_FACTOR = 64
 
 def runs_on_cpu(task: Task, sizes: Mapping[str, Size]) -> bool:
     """Model(*get_init_inputs()) builds on the CPU at `sizes` and its forward runs there."""
-    ns = task_namespace(task, sizes)
     try:
-        with serialised(), torch.no_grad():
+        ns = task_namespace(task, sizes)
+        with serialised(), torch.no_grad(), torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             model = ns["Model"](*ns["get_init_inputs"]())
             model(*ns["get_inputs"]())
