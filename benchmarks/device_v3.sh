@@ -35,8 +35,10 @@ for step in "$@"; do
         zoogpu) timeout "$limit" python3 -m pytest -q --tb=short -p no:cacheprovider -m gpu tests/test_zoo.py ;;
         zoo) timeout "$limit" python3 -m pytest -q -p no:cacheprovider tests/test_zoo.py \
             tests/test_remote.py ;;
-        gpuf) timeout "$limit" python3 -m pytest -v --tb=short --durations=20 -p no:cacheprovider \
-            -m gpu ${GPU_FILES:-tests} ;;
+        # One pytest per file: a file's failures print when it ends, not only at the very end,
+        # so a step cut by its limit still shows why the files before the cut failed.
+        gpuf) timeout "$limit" bash -c 'for f in "$@"; do python3 -m pytest -v --tb=short \
+            --durations=5 -p no:cacheprovider -m gpu "$f"; done' _ ${GPU_FILES:-tests} ;;
         gpu) timeout "$limit" python3 -m pytest -v --tb=line -p no:cacheprovider -m gpu ;;
         harness) timeout "$limit" python3 benchmarks/harness_bench.py --small "${SMALL:-30}" \
             --results "$out/RESULTS-harness.md" ;;
