@@ -31,12 +31,12 @@ def test_evaluator_accepts(name):
 )
 def test_bf16_reductions_are_as_accurate_as_eager(name, shapes):
     # bf16 losses and norms pass the float64 precision rule: values that are summed stay fp32
-    # until one rounding at the end, as torch's reductions do. (Under the interpreter, whose
-    # fp32 -> bf16 stores truncate, cross entropy with bf16 row losses failed this at 16 x 300
-    # of the level1/40 shapes, but not reliably: its inputs are drawn afresh every run.)
+    # until one rounding at the end, as torch's reductions do. Under the interpreter too, with
+    # the GPU's limit: its fp32 -> bf16 stores round to nearest now (bf16interp.py), where they
+    # truncated and the judge allowed one more bf16 ulp on CPU.
     result = generate(task_path(name), dtype="bf16")
     assert result.ok, result.reason
     config = EvalConfig(dtype="bf16", trials=3, shapes=shapes)
     verdict = evaluate(task_path(name), result.source, config)
     assert verdict.status == "ok", f"{verdict.status} {verdict.rule}: {verdict.message}"
-    assert any("fp32 -> bf16 conversions truncate" in note for note in verdict.notes)
+    assert not any("bf16" in note for note in verdict.notes), verdict.notes

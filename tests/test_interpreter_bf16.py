@@ -1,4 +1,4 @@
-"""bf16 under the Triton interpreter computes what the GPU does (candidate/tritoncompat.py).
+"""bf16 under the Triton interpreter computes what the GPU does (candidate/bf16interp.py).
 
 The stock interpreter keeps bf16 as bit patterns in uint16 arrays and did integer arithmetic on
 them (`a + b`, `-a`, `tl.sum`, `tl.dot`: a bf16 GEMM came out ~1e10 off), and truncated fp32 ->
@@ -14,7 +14,7 @@ import pytest
 import torch
 from test_interpreter_kernels import interpreted_report
 
-from kernelwright.sandbox.candidate.tritoncompat import bf16_to_f32, f32_to_bf16
+from kernelwright.sandbox.candidate.bf16interp import bf16_to_f32, f32_to_bf16
 
 
 def _torch_bits(x: torch.Tensor) -> np.ndarray:
