@@ -186,7 +186,7 @@ class CandidateServer:
                 for n, v in self.task.constants.items()
                 if n in read and n in found and _same_size(found[n], v)
             ]
-        names = self.size_names
+        names = [n for n in self.size_names if n in self.module.__dict__]  # one it deleted: gone
         own = {n: self.module.__dict__[n] for n in names}
         self.module.__dict__.update({n: ns[n] for n in names})
         return own
