@@ -48,6 +48,11 @@ class _Probe:
         return not (self.built and base.built) or self.modules == base.modules
 
 
+def sizes_key(sizes: Mapping[str, Size]) -> str:
+    """One setting of a task's sizes as a dict key (the probes' caches)."""
+    return json.dumps(dict(sizes), sort_keys=True)
+
+
 class _Prober:
     """`_probe` of one task, each setting of its sizes probed once."""
 
@@ -56,7 +61,7 @@ class _Prober:
         self.seen: dict[str, _Probe | None] = {}
 
     def probe(self, sizes: Mapping[str, Size]) -> _Probe | None:
-        key = json.dumps(dict(sizes), sort_keys=True)
+        key = sizes_key(sizes)
         if key not in self.seen:
             self.seen[key] = _probe(self.task, sizes)
         return self.seen[key]

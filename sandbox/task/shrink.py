@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import torch
@@ -19,7 +18,7 @@ from .parse import (
     _with_slots,
     task_namespace,
 )
-from .probe import _Probe, _Prober
+from .probe import _Probe, _Prober, sizes_key
 
 # -- shrinking for the CPU interpreter -------------------------------------------------------------
 # Constants up to KEEP_SMALL (kernel sizes, strides, groups, heads, small channel counts) are kept:
@@ -49,9 +48,10 @@ def shrink_overrides(task: Task, max_input_bytes: int = 2**20) -> dict[str, Size
             "so its inputs cannot be measured for shrinking"
         )
     sizes = _shrink(prober, base, max_input_bytes)
-    if (base.built and base.ran) or sizes == task.sizes or runs_on_cpu(task, sizes):
+    cpu = _CpuProber(prober, max_input_bytes)
+    if (base.built and base.ran) or sizes == task.sizes or cpu.runs(sizes):
         return sizes
-    return _shrink(_CpuProber(prober, max_input_bytes), base, max_input_bytes)
+    return _shrink(cpu, base, max_input_bytes)
 
 
 def _shrink(prober, base: _Probe, max_input_bytes: int) -> dict[str, Size]:
@@ -96,14 +96,18 @@ class _CpuProber:
         self.cap = CPU_CHECK_FACTOR * max_input_bytes
         self.ran: dict[str, bool] = {}
 
+    def runs(self, sizes: Mapping[str, Size]) -> bool:
+        """runs_on_cpu, once per setting of the sizes."""
+        key = sizes_key(sizes)
+        if key not in self.ran:
+            self.ran[key] = runs_on_cpu(self.task, sizes)
+        return self.ran[key]
+
     def probe(self, sizes: Mapping[str, Size]) -> _Probe | None:
         found = self.meta.probe(sizes)
         if found is None or found.bytes > self.cap:
             return found
-        key = json.dumps(dict(sizes), sort_keys=True)
-        if key not in self.ran:
-            self.ran[key] = runs_on_cpu(self.task, sizes)
-        return found if self.ran[key] else None
+        return found if self.runs(sizes) else None
 
 
 def _shrink_step(prober, sizes, base: _Probe, floor: int, frozen: set[Slot]):
