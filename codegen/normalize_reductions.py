@@ -295,7 +295,7 @@ class ReductionOps(PointwiseOps):
         )
         valid = self.pw("ne", t, ignore, dtype=torch.bool, base="valid")
         # Row losses summed later stay fp32, as torch accumulates them (rounded to bf16 first, the
-        # mean's error was four times eager's under the interpreter, whose bf16 stores truncate).
+        # mean's error was four times eager's under the interpreter, then truncating bf16 stores).
         row_dtype = dtype if reduction == "none" else torch.float32
         loss = self.pw("sub", lse, picked, dtype=row_dtype, base="nll")
         base = n.name if reduction == "none" else "row_loss"

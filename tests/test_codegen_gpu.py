@@ -1,4 +1,5 @@
-"""GPU-only checks of the fusion codegen: bf16 (wrong in the CPU interpreter) and tf32x3."""
+"""GPU-only checks of the fusion codegen: bf16 (in this process the stock interpreter's bf16 is
+wrong; candidates judged on CPU get bf16interp.py) and tf32x3."""
 
 from __future__ import annotations
 

@@ -65,15 +65,10 @@ def _check(recurrent, kind, kwargs, batch, steps, with_state, features, hidden, 
 def _in_float64(module, x, hx):
     import copy
 
-    wide = copy.deepcopy(module).double()
-    hx64 = (
-        None
-        if hx is None
-        else tuple(h.double() for h in hx)
-        if isinstance(hx, tuple)
-        else hx.double()
-    )
-    return wide(x.double(), hx64)
+    from torch.utils._pytree import tree_map
+
+    hx64 = tree_map(lambda h: h.double() if isinstance(h, torch.Tensor) else h, hx)  # or None
+    return copy.deepcopy(module).double()(x.double(), hx64)
 
 
 def _flat(out):

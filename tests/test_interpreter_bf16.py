@@ -7,8 +7,6 @@ bf16. Every offline bf16 kernel with a `tl.dot` was refused on CPU for it (52 of
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 import torch
@@ -129,15 +127,14 @@ def test_bf16_tensor_core_kernels_of_the_offline_coder_are_accepted(name, consta
     from test_codegen_harness import task_path
 
     from kernelwright.codegen import generate
+    from kernelwright.codegen.tunables import with_values
     from kernelwright.sandbox import EvalConfig, evaluate
 
     path = task_path(name)
     fused = generate(path, dtype="bf16")
     assert fused.source is not None, fused.reason
-    source = fused.source
-    for key, value in constants.items():
-        source, n = re.subn(rf"^{key} = \d+", f"{key} = {value}", source, flags=re.M)
-        assert n == 1, key
+    assert set(constants) <= set(fused.tunables), fused.tunables
+    source = with_values(fused.source, constants)
     config = EvalConfig(dtype="bf16", timing=False, compile_baseline=False)
     result = evaluate(path, source, config)
     assert result.status == "ok", result.summary()
